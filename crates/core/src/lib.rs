@@ -1,0 +1,16 @@
+//! qosnet-core: the sans-IO heart of qosnet.
+//!
+//! Nothing in this crate reads a clock, sleeps, spawns a thread or touches a
+//! socket. Every state machine is handed `now` and bytes by a driver — the
+//! discrete-event simulator (`qosnet-sim`) or the live runtime — so the same
+//! scheduler, meter and protocol code runs in both modes.
+#![forbid(unsafe_code)]
+
+pub mod packet;
+pub mod probe;
+pub mod sched;
+pub mod time;
+pub mod wire;
+
+pub use packet::{Color, Framing, Meta, Packet};
+pub use time::{Duration, Instant};

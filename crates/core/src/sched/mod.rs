@@ -1,0 +1,155 @@
+//! Queueing disciplines (cf. Linux `Qdisc_ops`, minus netlink).
+//!
+//! A [`Scheduler`] is a sans-IO state machine: it is handed packets and the
+//! time, and answers which packet to send next. Non-work-conserving
+//! disciplines (TDP, shapers) say through [`Scheduler::poll_at`] when they
+//! will next have something to send. Schedulers compose: a child of
+//! [`Prio`] is any `Box<dyn Scheduler>`, so hierarchies such as
+//! EF priority over WFQ(AF1..AF4) over BE are built from parts.
+
+mod fifo;
+mod prio;
+
+pub use fifo::Fifo;
+pub use prio::Prio;
+
+use crate::packet::Packet;
+use crate::time::Instant;
+
+/// Why a packet was dropped. Every reason is a named counter in results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Tail drop: queue packet or byte limit reached.
+    QueueFull,
+    /// TDP: the queue of the packet's forwarding TF already holds T_f·C bits.
+    TfOverflow,
+    /// TDP: forwarding TF already started or passed when the packet arrived.
+    TfLate,
+    /// TDP: forwarding TF beyond the last queue of the wheel.
+    TfTooEarly,
+    /// Dropped by a policer or meter action.
+    Policed,
+    /// Early drop by active queue management (RED/WRED).
+    Aqm,
+    /// Router could not route the packet.
+    NoRoute,
+    /// TTL expired in transit.
+    TtlExpired,
+    /// Frame failed validation on input.
+    Malformed,
+    /// Shaping queue full.
+    ShaperFull,
+    /// Input (CPU) queue of a router full.
+    InputFull,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 11] = [
+        DropReason::QueueFull,
+        DropReason::TfOverflow,
+        DropReason::TfLate,
+        DropReason::TfTooEarly,
+        DropReason::Policed,
+        DropReason::Aqm,
+        DropReason::NoRoute,
+        DropReason::TtlExpired,
+        DropReason::Malformed,
+        DropReason::ShaperFull,
+        DropReason::InputFull,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queue_full",
+            DropReason::TfOverflow => "tf_overflow",
+            DropReason::TfLate => "tf_late",
+            DropReason::TfTooEarly => "tf_too_early",
+            DropReason::Policed => "policed",
+            DropReason::Aqm => "aqm",
+            DropReason::NoRoute => "no_route",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::Malformed => "malformed",
+            DropReason::ShaperFull => "shaper_full",
+            DropReason::InputFull => "input_full",
+        }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A rejected packet, handed back so the caller can count and account it.
+#[derive(Debug)]
+pub struct Dropped {
+    pub pkt: Packet,
+    pub reason: DropReason,
+}
+
+/// Per-queue counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub enq_pkts: u64,
+    pub enq_bytes: u64,
+    pub deq_pkts: u64,
+    pub deq_bytes: u64,
+    drops: [u64; DropReason::ALL.len()],
+}
+
+impl QueueStats {
+    pub fn on_enqueue(&mut self, bytes: usize) {
+        self.enq_pkts += 1;
+        self.enq_bytes += bytes as u64;
+    }
+    pub fn on_dequeue(&mut self, bytes: usize) {
+        self.deq_pkts += 1;
+        self.deq_bytes += bytes as u64;
+    }
+    pub fn on_drop(&mut self, reason: DropReason) {
+        self.drops[reason.index()] += 1;
+    }
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()]
+    }
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+    /// Non-zero drop counters by name.
+    pub fn drop_counts(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .map(|r| (r.name(), self.drops(*r)))
+            .filter(|(_, n)| *n > 0)
+    }
+    /// Add another queue's counters (for aggregates over children).
+    pub fn merge(&mut self, o: &QueueStats) {
+        self.enq_pkts += o.enq_pkts;
+        self.enq_bytes += o.enq_bytes;
+        self.deq_pkts += o.deq_pkts;
+        self.deq_bytes += o.deq_bytes;
+        for (a, b) in self.drops.iter_mut().zip(o.drops.iter()) {
+            *a += b;
+        }
+    }
+}
+
+/// A queueing discipline.
+pub trait Scheduler: Send {
+    /// Offer a packet. On refusal the packet comes back with the reason,
+    /// already counted in this scheduler's stats.
+    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Result<(), Dropped>;
+    /// The next packet to transmit at `now`, if the discipline releases one.
+    fn dequeue(&mut self, now: Instant) -> Option<Packet>;
+    /// When [`dequeue`](Self::dequeue) may next return a packet: `Some(now)`
+    /// or earlier if one is ready, a later instant for a timed release
+    /// (TF boundary, token refill), `None` if nothing is pending.
+    fn poll_at(&self, now: Instant) -> Option<Instant>;
+    /// Packets held.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Bytes held.
+    fn bytes(&self) -> usize;
+    fn stats(&self) -> &QueueStats;
+    /// Short name for reports ("fifo", "tdp", "wfq", ...).
+    fn kind(&self) -> &'static str;
+}
