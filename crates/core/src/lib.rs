@@ -6,9 +6,13 @@
 //! scheduler, meter and protocol code runs in both modes.
 #![forbid(unsafe_code)]
 
+pub mod meter;
 pub mod packet;
 pub mod probe;
+pub mod route;
+pub mod router;
 pub mod sched;
+pub mod tdp;
 pub mod time;
 pub mod wire;
 

@@ -319,7 +319,10 @@ mod tests {
         let f = build_udp(&spec(), 1002, b"hello");
         assert_eq!(f.len(), 14 + 1002);
         let i = parse_ipv4(&f).unwrap();
-        assert_eq!((i.total_len, i.ttl, i.proto, i.sport, i.dport), (1002, 64, 17, 5000, 6000));
+        assert_eq!(
+            (i.total_len, i.ttl, i.proto, i.sport, i.dport),
+            (1002, 64, 17, 5000, 6000)
+        );
         assert_eq!(&udp_payload(&f, &i)[..5], b"hello");
     }
 

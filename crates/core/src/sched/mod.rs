@@ -7,11 +7,21 @@
 //! [`Prio`] is any `Box<dyn Scheduler>`, so hierarchies such as
 //! EF priority over WFQ(AF1..AF4) over BE are built from parts.
 
+mod drr;
 mod fifo;
+mod htb;
 mod prio;
+mod red;
+mod wf2q;
+mod wfq;
 
+pub use drr::Drr;
 pub use fifo::Fifo;
+pub use htb::{Htb, HtbClass, HtbClassInfo, HtbConf};
 pub use prio::Prio;
+pub use red::{Red, RedConf, RedProfile, SplitMix64};
+pub use wf2q::Wf2q;
+pub use wfq::{FairConf, FlowKey, QueueConf, QueueInfo, Wfq, VT_PER_BYTE};
 
 use crate::packet::Packet;
 use crate::time::Instant;

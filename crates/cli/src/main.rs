@@ -1,0 +1,215 @@
+//! `qosnet`: the command line. Subcommands simulate a scenario, reproduce
+//! a paper's experiments beside the paper's numbers, and check scenarios.
+
+mod embedded;
+mod plot;
+mod report;
+mod reproduce;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Result};
+use clap::{Args, Parser, Subcommand};
+use qosnet_scenario::{load_file, load_str, Scenario};
+use qosnet_sim::Sim;
+
+#[derive(Parser)]
+#[command(
+    name = "qosnet",
+    version,
+    about = "Software router and network lab for deterministic and differentiated QoS"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a scenario in the discrete-event simulator (default: the ICC 2006 TDP testbed).
+    Sim(SimArgs),
+    /// Run a paper's experiments and print qosnet's numbers beside the paper's.
+    Reproduce(ReproduceArgs),
+    /// Validate a scenario and show its network: addresses, routes, TDP plan.
+    Check(ScenarioArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct ScenarioArgs {
+    /// Scenario file (TOML). Without it, the embedded default
+    /// scenarios/tdp-icc2006/tdp-1002.toml is used.
+    pub scenario: Option<String>,
+    /// Override a scenario value: KEY=VALUE, e.g. scenario.duration=2s,
+    /// flow.f1234.size=482, node.*.scheduler=tdp. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Random seed; the same seed replays a run bit for bit.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Shorthand for --set scenario.duration=DURATION.
+    #[arg(long)]
+    pub duration: Option<String>,
+}
+
+#[derive(Args)]
+struct SimArgs {
+    #[command(flatten)]
+    sc: ScenarioArgs,
+    /// Write results.json, flows.csv and delay.svg to this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print simulator performance figures (events/s, simulated s per wall s).
+    #[arg(long)]
+    stats: bool,
+    /// Print results.json to standard output instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// Which paper: `tdp` (ICC 2006 Tables I and II).
+    pub paper: String,
+    /// Override values in every run (e.g. --set scenario.duration=2s).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Shorthand for --set scenario.duration=DURATION.
+    #[arg(long)]
+    pub duration: Option<String>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write each run's outputs under DIR/<scenario>/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+impl ScenarioArgs {
+    pub fn sets(&self) -> Vec<String> {
+        let mut v = self.set.clone();
+        if let Some(s) = self.seed {
+            v.push(format!("scenario.seed={s}"));
+        }
+        if let Some(d) = &self.duration {
+            v.push(format!("scenario.duration=\"{d}\""));
+        }
+        v
+    }
+    pub fn load(&self) -> Result<Scenario> {
+        let sets = self.sets();
+        let r = match &self.scenario {
+            Some(p) if std::path::Path::new(p).exists() => load_file(p, &sets),
+            Some(p) => match embedded::find(p) {
+                Some(e) => load_str(e.path, e.text, &sets),
+                None => load_file(p, &sets),
+            },
+            None => {
+                let e = embedded::default_scenario();
+                load_str(&format!("<embedded {}>", e.path), e.text, &sets)
+            }
+        };
+        r.map_err(|e| anyhow!("{e}"))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Sim(a) => cmd_sim(a),
+        Cmd::Reproduce(a) => reproduce::run(a),
+        Cmd::Check(a) => cmd_check(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn cmd_sim(a: SimArgs) -> Result<()> {
+    let sc = a.sc.load()?;
+    let paper = sc.paper.clone();
+    let name = sc.name.clone();
+    let mut sim = Sim::new(sc).map_err(|e| anyhow!("{name}: {e}"))?;
+    sim.set_progress(!a.json);
+    let r = sim.run();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "scenario {} ({}), seed {}, {} s simulated, warm-up {} s",
+            r.scenario, r.source, r.seed, r.duration_s, r.warmup_s
+        );
+        print!("{}", report::flow_table(&r, paper.as_ref()));
+        if let Some(p) = &paper {
+            println!("paper column: {}", p.source);
+        }
+        println!();
+        print!("{}", report::link_table(&r));
+        if a.stats {
+            println!("{}", report::engine_line(&r));
+        }
+    }
+    if let Some(dir) = &a.out {
+        let buckets: Vec<_> = (0..r.flows.len())
+            .map(|i| (r.flows[i].name.clone(), sim.delay_buckets(i)))
+            .collect();
+        report::write_outputs(dir, &r, &buckets)?;
+        if !a.json {
+            println!(
+                "wrote {0}/results.json, {0}/flows.csv, {0}/delay.svg",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn cmd_check(a: ScenarioArgs) -> Result<()> {
+    let sc = a.load()?;
+    let net = qosnet_scenario::topo::Network::build(&sc).map_err(|e| anyhow!("{}: {e}", sc.source))?;
+    println!(
+        "scenario {}: {} nodes, {} links, {} flows",
+        sc.name,
+        sc.nodes.len(),
+        sc.links.len(),
+        sc.flows.len()
+    );
+    for (i, n) in sc.nodes.iter().enumerate() {
+        println!(
+            "node {} ({})",
+            n.name,
+            if n.is_router() { "router" } else { "host" }
+        );
+        for f in &net.nodes[i].ifaces {
+            println!(
+                "  port {}/{} mac {} -> {}",
+                f.ip, f.prefix_len, f.mac, sc.nodes[f.peer].name
+            );
+        }
+        for r in net.nodes[i].routes.iter() {
+            println!("  route {r}");
+        }
+    }
+    for (fi, f) in sc.flows.iter().enumerate() {
+        let hops: Vec<String> = net.hops[fi]
+            .iter()
+            .map(|h| sc.nodes[h.node].name.clone())
+            .collect();
+        println!(
+            "flow {}: {:.1} pps, {} router hops: {}",
+            f.name,
+            f.pps(),
+            hops.len(),
+            hops.join(" ")
+        );
+    }
+    if sc.tdp.is_some() {
+        let plan = qosnet_scenario::tdpplan::plan(&sc, &net).map_err(|e| anyhow!("{}: {e}", sc.source))?;
+        println!("{}", plan.describe(&sc, &net));
+    }
+    println!("ok");
+    Ok(())
+}

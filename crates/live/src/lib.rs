@@ -1,0 +1,20 @@
+//! qosnet-live: the OS-facing half of live mode.
+//!
+//! Everything here talks to the Linux kernel — namespaces, veth pairs,
+//! AF_PACKET sockets, clocks, UDP sockets — so the sans-IO core never has
+//! to. The live router loop (in this crate, later) joins these pieces to
+//! `qosnet_core`'s `Router`: `handle_frame` for each frame a [`afpacket::Device`]
+//! receives, `poll_transmit` into `Device::send`, and [`clock::wait_until`]
+//! the router's `poll_at`.
+//!
+//! `unsafe` appears only around system calls, each with a SAFETY comment.
+
+pub mod afpacket;
+pub mod clock;
+pub mod iface;
+pub mod lab;
+pub mod netns;
+pub mod traffic;
+
+#[cfg(test)]
+mod testutil;

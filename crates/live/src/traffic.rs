@@ -1,0 +1,884 @@
+//! `gen` and `sink`: measurement traffic over ordinary UDP sockets.
+//!
+//! The generator sends UDP datagrams through the kernel's own UDP/IP stack
+//! (so it works from any host, in a lab namespace or on a real machine),
+//! paced on CLOCK_REALTIME with [`crate::clock`]: CBR with a start phase,
+//! Poisson, or on/off, of fixed size or IMIX, with a chosen DSCP. Every
+//! payload starts with a [`Probe`] — flow id, sequence number, send time —
+//! the format qosnet's simulated sources use too. Sizes are **IP packet
+//! bytes** and bit rates count IP bytes, as in scenario files.
+//!
+//! The sink reads the kernel's receive timestamp of each datagram
+//! (SO_TIMESTAMPNS, CLOCK_REALTIME) and the TOS byte (IP_RECVTOS), and keeps
+//! per-flow counts (received, lost, reordered, duplicate), one-way delay in
+//! an HDR histogram, jitter as max − min delay (the TDP paper's definition)
+//! and throughput. Across machines one-way delay is only as good as the
+//! clocks' synchronisation; negative delays are counted, not hidden.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use qosnet_core::probe::{Probe, PROBE_LEN};
+use qosnet_core::time::{Duration, Instant};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::clock::{self, Clock, Lateness, LatenessSummary};
+
+/// IPv4 + UDP header bytes in front of the payload.
+pub const IP_UDP_HDR: usize = 28;
+/// Smallest IP packet that carries a probe.
+pub const MIN_IP_SIZE: usize = IP_UDP_HDR + PROBE_LEN;
+
+/// Packets per second, or IP bits per second.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Rate {
+    Pps(f64),
+    Bps(f64),
+}
+
+impl Rate {
+    /// Packets per second for packets of mean IP size `ip_bytes`.
+    pub fn pps(self, ip_bytes: f64) -> f64 {
+        match self {
+            Rate::Pps(p) => p,
+            Rate::Bps(b) => b / (8.0 * ip_bytes.max(1.0)),
+        }
+    }
+}
+
+/// When packets leave.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// Constant bit rate: packet k at `start + k / pps`.
+    Cbr,
+    /// Exponential gaps with mean `1 / pps`.
+    Poisson,
+    /// CBR spacing during `on`, silence during `off`, repeating from start.
+    OnOff { on: Duration, off: Duration },
+}
+
+/// IP packet sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum SizeDist {
+    /// Every packet this many IP bytes (at least [`MIN_IP_SIZE`]).
+    Fixed(u32),
+    /// Simple IMIX, 7 : 4 : 1 of 40, 576 and 1500 IP bytes; the 40-byte
+    /// packets grow to [`MIN_IP_SIZE`] to carry the probe.
+    Imix,
+}
+
+impl SizeDist {
+    /// Nominal mean IP size (what a bit rate converts with).
+    pub fn mean(&self) -> f64 {
+        match self {
+            SizeDist::Fixed(b) => *b as f64,
+            SizeDist::Imix => (7.0 * 40.0 + 4.0 * 576.0 + 1500.0) / 12.0,
+        }
+    }
+    /// IP size of one packet (never below [`MIN_IP_SIZE`]).
+    pub fn sample(&self, rng: &mut impl Rng) -> usize {
+        let s = match self {
+            SizeDist::Fixed(b) => *b as usize,
+            SizeDist::Imix => match rng.gen_range(0..12) {
+                0..=6 => 40,
+                7..=10 => 576,
+                _ => 1500,
+            },
+        };
+        s.clamp(MIN_IP_SIZE, 65_507 + IP_UDP_HDR)
+    }
+}
+
+/// Send times of one flow, relative to its start, in nanoseconds; the same
+/// arithmetic as the simulator's sources (f64 so CBR phases never drift).
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    pattern: Pattern,
+    gap_ns: f64,
+    k: u64,
+    next_ns: f64,
+}
+
+impl Schedule {
+    pub fn new(pattern: Pattern, pps: f64) -> Self {
+        Schedule {
+            pattern,
+            gap_ns: if pps > 0.0 { 1e9 / pps } else { f64::INFINITY },
+            k: 0,
+            next_ns: 0.0,
+        }
+    }
+    /// Offset of the next packet from the start; the first is at 0.
+    pub fn next(&mut self, rng: &mut impl Rng) -> u64 {
+        let t = self.next_ns;
+        self.k += 1;
+        self.next_ns = match self.pattern {
+            Pattern::Cbr => self.k as f64 * self.gap_ns,
+            Pattern::Poisson => {
+                // Inverse transform: -ln(1 - U) is Exp(1), U in [0, 1).
+                let u: f64 = rng.gen();
+                t - (1.0 - u).ln() * self.gap_ns
+            }
+            Pattern::OnOff { on, off } => {
+                let (on, off) = (on.as_nanos() as f64, off.as_nanos() as f64);
+                let mut n = t + self.gap_ns;
+                let period = on + off;
+                if period > 0.0 {
+                    let phase = n % period;
+                    if phase >= on {
+                        n += period - phase;
+                    }
+                }
+                n
+            }
+        };
+        t.round().min(u64::MAX as f64) as u64
+    }
+}
+
+/// One generator flow.
+#[derive(Clone, Debug)]
+pub struct GenConfig {
+    pub dst: SocketAddrV4,
+    /// Source address and port; `None` lets the kernel choose.
+    pub bind: Option<SocketAddrV4>,
+    pub flow: u32,
+    pub pattern: Pattern,
+    pub rate: Rate,
+    pub size: SizeDist,
+    /// DSCP (6 bits); the TOS byte sent is `dscp << 2`.
+    pub dscp: u8,
+    pub ttl: Option<u8>,
+    /// CLOCK_REALTIME time of the first packet, e.g. a UTC second plus a
+    /// phase; `None`: now.
+    pub start: Option<Instant>,
+    /// Stop after this long (from `start`) ...
+    pub duration: Option<Duration>,
+    /// ... or after this many packets, whichever comes first.
+    pub count: Option<u64>,
+    pub seed: u64,
+}
+
+impl GenConfig {
+    /// A CBR flow of fixed-size packets, running for `duration`.
+    pub fn cbr(dst: SocketAddrV4, flow: u32, rate: Rate, ip_size: u32, duration: Duration) -> Self {
+        GenConfig {
+            dst,
+            bind: None,
+            flow,
+            pattern: Pattern::Cbr,
+            rate,
+            size: SizeDist::Fixed(ip_size),
+            dscp: 0,
+            ttl: None,
+            start: None,
+            duration: Some(duration),
+            count: None,
+            seed: 1,
+        }
+    }
+}
+
+/// What a generator did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GenReport {
+    pub flow: u32,
+    /// Datagrams the kernel accepted.
+    pub sent: u64,
+    /// IP bytes of those datagrams.
+    pub sent_ip_bytes: u64,
+    /// Datagrams the kernel refused (each also counted by errno name).
+    pub send_errors: u64,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// How late each send was against its schedule.
+    pub lateness: LatenessSummary,
+}
+
+fn set_int_opt(sock: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: passes a live c_int of the right size to setsockopt.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            opt,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Run one flow until its duration or count is reached or `stop` is set.
+/// Pacing uses [`Clock::wait_until`] (sleep, then spin the last 100 µs); a
+/// generator that falls behind sends at once rather than skipping, so the
+/// schedule's packets all go out.
+pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
+    let bind = cfg
+        .bind
+        .unwrap_or_else(|| SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+    let sock = UdpSocket::bind(bind)?;
+    set_int_opt(
+        &sock,
+        libc::IPPROTO_IP,
+        libc::IP_TOS,
+        (cfg.dscp as libc::c_int & 0x3f) << 2,
+    )?;
+    if let Some(ttl) = cfg.ttl {
+        sock.set_ttl(ttl as u32)?;
+    }
+    // Failed route lookups or full buffers must not stall the pacing.
+    sock.set_nonblocking(true)?;
+
+    let clock = Clock::realtime();
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut sched = Schedule::new(cfg.pattern, cfg.rate.pps(cfg.size.mean()));
+    let start = cfg.start.unwrap_or_else(|| clock.now());
+    let end = cfg.duration.map(|d| start + d);
+    let mut rep = GenReport {
+        flow: cfg.flow,
+        start_ns: start.as_nanos(),
+        ..Default::default()
+    };
+    let mut late = Lateness::new();
+    let mut buf = vec![0u8; 65_535];
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) && cfg.count.is_none_or(|c| seq < c) {
+        let at = start + Duration(sched.next(&mut rng));
+        if end.is_some_and(|e| at >= e) {
+            break;
+        }
+        let size = cfg.size.sample(&mut rng);
+        // Sleep in slices so `stop` is seen within 50 ms even on slow flows.
+        while at.saturating_since(clock.now()) > Duration::from_millis(50) && !stop.load(Ordering::Relaxed) {
+            clock.sleep_until(clock.now() + Duration::from_millis(50));
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let woke = clock.wait_until(at);
+        late.record(at, woke);
+        let payload = &mut buf[..size - IP_UDP_HDR];
+        let probe = Probe {
+            flow: cfg.flow,
+            seq,
+            tx_ns: clock::realtime_now().as_nanos(),
+        };
+        payload[..PROBE_LEN].copy_from_slice(&probe.encode());
+        match sock.send_to(payload, cfg.dst) {
+            Ok(_) => {
+                rep.sent += 1;
+                rep.sent_ip_bytes += size as u64;
+            }
+            Err(e) => {
+                rep.send_errors += 1;
+                *rep.errors_by_kind.entry(errno_name(&e)).or_default() += 1;
+            }
+        }
+        // The sequence advances on failures too: the sink sees the gap as
+        // loss, and `send_errors` says where it happened.
+        seq += 1;
+    }
+    rep.end_ns = clock.now().as_nanos();
+    rep.lateness = late.summary();
+    Ok(rep)
+}
+
+fn errno_name(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOBUFS) => "ENOBUFS".into(),
+        Some(libc::EAGAIN) => "EAGAIN".into(),
+        Some(libc::ECONNREFUSED) => "ECONNREFUSED".into(),
+        Some(libc::ENETUNREACH) => "ENETUNREACH".into(),
+        Some(libc::EHOSTUNREACH) => "EHOSTUNREACH".into(),
+        Some(libc::EMSGSIZE) => "EMSGSIZE".into(),
+        Some(n) => format!("errno {n}"),
+        None => e.kind().to_string(),
+    }
+}
+
+/// Delay statistics in nanoseconds (the results schema's `delay_ns`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DelayStats {
+    pub min: u64,
+    pub mean: f64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+/// Per-flow results, shaped like the results schema's flow entries.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlowReport {
+    pub flow: u32,
+    /// From the generator if known, else highest sequence number + 1
+    /// (losses at the very end are then invisible).
+    pub sent: u64,
+    /// Distinct datagrams received.
+    pub received: u64,
+    pub lost: u64,
+    /// Arrived after a higher sequence number.
+    pub reordered: u64,
+    pub duplicates: u64,
+    pub delay_ns: DelayStats,
+    /// max − min one-way delay.
+    pub jitter_ns: u64,
+    /// Received IP bits per second between the first and last arrival.
+    pub throughput_bps: f64,
+    pub received_ip_bytes: u64,
+    /// Receive time later than send time by less than zero: the clocks of
+    /// sender and receiver disagree. Recorded as zero delay.
+    pub negative_delays: u64,
+    /// Packets per TOS byte seen on arrival (TDP stamps show up here).
+    pub tos: BTreeMap<u8, u64>,
+    pub first_rx_ns: u64,
+    pub last_rx_ns: u64,
+}
+
+/// Running per-flow state of a sink.
+#[derive(Clone, Debug)]
+pub struct FlowStats {
+    pub flow: u32,
+    received: u64,
+    reordered: u64,
+    duplicates: u64,
+    negative: u64,
+    bytes: u64,
+    first_bytes: u64,
+    max_seq: Option<u64>,
+    /// One bit per sequence number seen, grown on demand.
+    seen: Vec<u64>,
+    hist: hdrhistogram::Histogram<u64>,
+    min: u64,
+    max: u64,
+    sum: u128,
+    first_rx: Option<Instant>,
+    last_rx: Instant,
+    tos: BTreeMap<u8, u64>,
+}
+
+/// Sequence numbers further than this beyond the highest seen are taken as
+/// corrupt (a bitmap that large would be 128 MiB), counted, and ignored.
+const MAX_SEQ_JUMP: u64 = 1 << 30;
+
+impl FlowStats {
+    pub fn new(flow: u32) -> Self {
+        FlowStats {
+            flow,
+            received: 0,
+            reordered: 0,
+            duplicates: 0,
+            negative: 0,
+            bytes: 0,
+            first_bytes: 0,
+            max_seq: None,
+            seen: Vec::new(),
+            hist: hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)
+                .expect("static bounds are valid"),
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+            first_rx: None,
+            last_rx: Instant::ZERO,
+            tos: BTreeMap::new(),
+        }
+    }
+
+    /// Account one datagram. Returns false if its sequence number was
+    /// implausible and it was ignored.
+    pub fn record(&mut self, p: &Probe, rx: Instant, ip_bytes: usize, tos: Option<u8>) -> bool {
+        if self
+            .max_seq
+            .is_some_and(|m| p.seq > m.saturating_add(MAX_SEQ_JUMP))
+            || (self.max_seq.is_none() && p.seq > MAX_SEQ_JUMP)
+        {
+            return false;
+        }
+        let (word, bit) = ((p.seq / 64) as usize, p.seq % 64);
+        if word >= self.seen.len() {
+            self.seen.resize(word + 1, 0);
+        }
+        if self.seen[word] & (1 << bit) != 0 {
+            self.duplicates += 1;
+            return true;
+        }
+        self.seen[word] |= 1 << bit;
+        match self.max_seq {
+            Some(m) if p.seq < m => self.reordered += 1,
+            _ => self.max_seq = Some(p.seq),
+        }
+        self.received += 1;
+        self.bytes += ip_bytes as u64;
+        if self.first_rx.is_none() {
+            self.first_rx = Some(rx);
+            self.first_bytes = ip_bytes as u64;
+        }
+        self.last_rx = self.last_rx.max(rx);
+        let d = if rx.0 >= p.tx_ns {
+            rx.0 - p.tx_ns
+        } else {
+            self.negative += 1;
+            0
+        };
+        self.hist.saturating_record(d);
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+        self.sum += d as u128;
+        if let Some(t) = tos {
+            *self.tos.entry(t).or_default() += 1;
+        }
+        true
+    }
+
+    /// Summarise; `sent` from the generator when known.
+    pub fn report(&self, sent: Option<u64>) -> FlowReport {
+        let n = self.received;
+        let sent = sent.unwrap_or(self.max_seq.map_or(0, |m| m + 1));
+        let delay_ns = if n == 0 {
+            DelayStats::default()
+        } else {
+            DelayStats {
+                min: self.min,
+                mean: self.sum as f64 / n as f64,
+                p50: self.hist.value_at_quantile(0.5),
+                p99: self.hist.value_at_quantile(0.99),
+                p999: self.hist.value_at_quantile(0.999),
+                max: self.max,
+            }
+        };
+        let first = self.first_rx.unwrap_or(Instant::ZERO);
+        let span = self.last_rx.saturating_since(first).as_secs_f64();
+        // Bytes after the first arrival over the time since it: n packets
+        // span n − 1 gaps.
+        let throughput_bps = if span > 0.0 {
+            (self.bytes - self.first_bytes) as f64 * 8.0 / span
+        } else {
+            0.0
+        };
+        FlowReport {
+            flow: self.flow,
+            sent,
+            received: n,
+            lost: sent.saturating_sub(n),
+            reordered: self.reordered,
+            duplicates: self.duplicates,
+            delay_ns,
+            jitter_ns: if n == 0 { 0 } else { self.max - self.min },
+            throughput_bps,
+            received_ip_bytes: self.bytes,
+            negative_delays: self.negative,
+            tos: self.tos.clone(),
+            first_rx_ns: first.as_nanos(),
+            last_rx_ns: self.last_rx.as_nanos(),
+        }
+    }
+}
+
+/// Sink-wide counters beside the per-flow ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SinkCounters {
+    pub datagrams: u64,
+    /// Datagrams without a probe header (not ours, or corrupted).
+    pub not_probe: u64,
+    /// Probes with an implausible sequence number.
+    pub bad_seq: u64,
+    /// Datagrams the kernel dropped because the socket buffer was full
+    /// (SO_RXQ_OVFL): losses at the sink, not in the network.
+    pub socket_drops: u64,
+    /// Datagrams without a kernel timestamp (received time taken by us).
+    pub no_kernel_timestamp: u64,
+}
+
+/// A UDP sink: one socket, any number of flows.
+pub struct Sink {
+    sock: UdpSocket,
+    flows: BTreeMap<u32, FlowStats>,
+    counters: SinkCounters,
+    buf: Vec<u8>,
+}
+
+impl Sink {
+    /// Bind and enable kernel timestamps, TOS reporting and drop counting;
+    /// the receive buffer is raised to 4 MiB (the kernel caps it at
+    /// `net.core.rmem_max` unless we are root).
+    pub fn bind(addr: SocketAddrV4) -> io::Result<Sink> {
+        let sock = UdpSocket::bind(addr)?;
+        set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+        set_int_opt(&sock, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+        set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
+        // SO_RCVBUFFORCE needs CAP_NET_ADMIN; fall back to the capped one.
+        if set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20).is_err() {
+            let _ = set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
+        }
+        Ok(Sink {
+            sock,
+            flows: BTreeMap::new(),
+            counters: SinkCounters::default(),
+            buf: vec![0u8; 65_536],
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Receive for up to `timeout`; returns datagrams handled (0 on
+    /// timeout). Drains everything already queued before returning.
+    pub fn poll(&mut self, timeout: Duration) -> io::Result<usize> {
+        let mut n = 0;
+        let mut waited = false;
+        loop {
+            match self.recv_one() {
+                Ok(()) => n += 1,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if n > 0 || waited {
+                        return Ok(n);
+                    }
+                    crate::afpacket::wait_readable(&[self.sock.as_raw_fd()], Some(timeout))?;
+                    waited = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(n),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Receive until `until` (CLOCK_REALTIME) or `stop` is set.
+    pub fn run_until(&mut self, until: Instant, stop: &AtomicBool) -> io::Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            let now = clock::realtime_now();
+            if now >= until {
+                break;
+            }
+            self.poll(until.saturating_since(now).min(Duration::from_millis(50)))?;
+        }
+        Ok(())
+    }
+
+    fn recv_one(&mut self) -> io::Result<()> {
+        // Room for SCM_TIMESTAMPNS, IP_TOS and SO_RXQ_OVFL messages.
+        let mut cbuf = [0u64; 16];
+        let mut iov = libc::iovec {
+            iov_base: self.buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: self.buf.len(),
+        };
+        // SAFETY: msghdr is plain data; zeroed is a valid starting value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+        // SAFETY: iov and the control buffer live across the call and their
+        // lengths are given in msg.
+        let r = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let len = r as usize;
+        let mut rx = None;
+        let mut tos = None;
+        // SAFETY: the CMSG_* macros walk the control buffer the kernel
+        // filled, bounded by msg_controllen; each payload read matches the
+        // type the kernel documents for that message.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let (lvl, ty) = ((*c).cmsg_level, (*c).cmsg_type);
+                let data = libc::CMSG_DATA(c);
+                if lvl == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
+                    let ts = std::ptr::read_unaligned(data as *const libc::timespec);
+                    rx = Some(Instant(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64));
+                } else if lvl == libc::IPPROTO_IP && ty == libc::IP_TOS {
+                    tos = Some(*data);
+                } else if lvl == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
+                    // Cumulative count of drops on this socket.
+                    let d = std::ptr::read_unaligned(data as *const u32);
+                    self.counters.socket_drops = self.counters.socket_drops.max(d as u64);
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        let rx = rx.unwrap_or_else(|| {
+            self.counters.no_kernel_timestamp += 1;
+            clock::realtime_now()
+        });
+        self.counters.datagrams += 1;
+        let Some(p) = Probe::decode(&self.buf[..len]) else {
+            self.counters.not_probe += 1;
+            return Ok(());
+        };
+        let fs = self.flows.entry(p.flow).or_insert_with(|| FlowStats::new(p.flow));
+        if !fs.record(&p, rx, len + IP_UDP_HDR, tos) {
+            self.counters.bad_seq += 1;
+        }
+        Ok(())
+    }
+
+    pub fn counters(&self) -> SinkCounters {
+        self.counters
+    }
+    pub fn flows(&self) -> &BTreeMap<u32, FlowStats> {
+        &self.flows
+    }
+    /// One report per flow seen; `sent` gives generator counts by flow id.
+    pub fn reports(&self, sent: &BTreeMap<u32, u64>) -> Vec<FlowReport> {
+        self.flows
+            .values()
+            .map(|f| f.report(sent.get(&f.flow).copied()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+
+    fn loopback_sink() -> (Sink, SocketAddrV4) {
+        let s = Sink::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let SocketAddr::V4(a) = s.local_addr().unwrap() else {
+            unreachable!()
+        };
+        (s, a)
+    }
+
+    /// Run `cfg` against a fresh loopback sink; returns both reports.
+    fn run(cfgs: Vec<GenConfig>, listen: Duration) -> (Vec<GenReport>, Vec<FlowReport>, SinkCounters) {
+        let (mut sink, addr) = loopback_sink();
+        let stop = Arc::new(AtomicBool::new(false));
+        let gens: Vec<_> = cfgs
+            .into_iter()
+            .map(|mut c| {
+                c.dst = addr;
+                let stop = stop.clone();
+                std::thread::spawn(move || run_gen(&c, &stop).unwrap())
+            })
+            .collect();
+        sink.run_until(clock::now() + listen, &AtomicBool::new(false))
+            .unwrap();
+        let reps: Vec<GenReport> = gens.into_iter().map(|g| g.join().unwrap()).collect();
+        // Collect stragglers.
+        sink.poll(Duration::from_millis(50)).unwrap();
+        let sent = reps.iter().map(|r| (r.flow, r.sent)).collect();
+        let flows = sink.reports(&sent);
+        (reps, flows, sink.counters())
+    }
+
+    #[test]
+    fn cbr_1000pps_for_1s_arrives_complete() {
+        let any = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9);
+        let mut cfg = GenConfig::cbr(any, 7, Rate::Pps(1000.0), 200, Duration::from_secs(1));
+        cfg.dscp = 46; // EF
+        let (g, f, c) = run(vec![cfg], Duration::from_millis(1300));
+        assert_eq!(g[0].sent, 1000, "{:?}", g[0]);
+        assert_eq!(g[0].send_errors, 0);
+        assert_eq!(g[0].sent_ip_bytes, 200_000);
+        assert_eq!(f.len(), 1);
+        let r = &f[0];
+        assert_eq!((r.flow, r.sent, r.received, r.lost), (7, 1000, 1000, 0), "{r:?}");
+        assert_eq!((r.reordered, r.duplicates, r.negative_delays), (0, 0, 0));
+        assert_eq!(r.received_ip_bytes, 200_000);
+        assert_eq!(r.tos.get(&(46 << 2)), Some(&1000), "{:?}", r.tos);
+        assert!(r.delay_ns.min > 0 && r.delay_ns.min <= r.delay_ns.p50);
+        assert!(r.delay_ns.p50 <= r.delay_ns.p99 && r.delay_ns.p99 <= r.delay_ns.max);
+        assert_eq!(r.jitter_ns, r.delay_ns.max - r.delay_ns.min);
+        // 1000 pps × 200 B × 8 = 1.6 Mb/s.
+        assert!(
+            (r.throughput_bps - 1.6e6).abs() < 0.05 * 1.6e6,
+            "{}",
+            r.throughput_bps
+        );
+        assert_eq!(c.not_probe + c.bad_seq + c.socket_drops, 0);
+        assert_eq!(c.no_kernel_timestamp, 0);
+        // The pacing kept to schedule (median within 50 µs).
+        assert!(g[0].lateness.p50_ns < 50_000, "{:?}", g[0].lateness);
+        // The report serialises for the CLI.
+        let j = serde_json::to_string(r).unwrap();
+        assert!(j.contains("\"jitter_ns\""));
+    }
+
+    #[test]
+    fn poisson_mean_rate_is_close() {
+        // The schedule alone, over many samples: within 1 %.
+        let mut rng = StdRng::seed_from_u64(42);
+        let mut s = Schedule::new(Pattern::Poisson, 1000.0);
+        let mut last = 0;
+        for _ in 0..100_000 {
+            last = s.next(&mut rng);
+        }
+        let rate = 100_000.0 / (last as f64 * 1e-9);
+        assert!((rate - 1000.0).abs() < 10.0, "{rate}");
+
+        // A real seeded run: 2 s at 2000 pps, over loopback.
+        let any = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9);
+        let mut cfg = GenConfig::cbr(any, 3, Rate::Pps(2000.0), 100, Duration::from_secs(2));
+        cfg.pattern = Pattern::Poisson;
+        cfg.seed = 11;
+        let (g, f, _) = run(vec![cfg], Duration::from_millis(2300));
+        let pps = g[0].sent as f64 / 2.0;
+        assert!((pps - 2000.0).abs() < 0.04 * 2000.0, "{pps} pps");
+        assert_eq!(f[0].received, g[0].sent);
+        assert_eq!(f[0].lost, 0);
+    }
+
+    #[test]
+    fn schedules_follow_their_pattern() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut cbr = Schedule::new(Pattern::Cbr, 3.0);
+        let t: Vec<u64> = (0..4).map(|_| cbr.next(&mut rng)).collect();
+        assert_eq!(t, vec![0, 333_333_333, 666_666_667, 1_000_000_000]);
+        // 1 ms on, 1 ms off at 10 kpps: 10 packets, then a 1 ms gap.
+        let mut oo = Schedule::new(
+            Pattern::OnOff {
+                on: Duration::from_millis(1),
+                off: Duration::from_millis(1),
+            },
+            10_000.0,
+        );
+        let t: Vec<u64> = (0..12).map(|_| oo.next(&mut rng)).collect();
+        assert_eq!(t[9], 900_000);
+        assert_eq!(t[10], 2_000_000);
+        assert_eq!(t[11], 2_100_000);
+        // Bit rates convert with the mean size.
+        assert_eq!(Rate::Bps(8_000_000.0).pps(1000.0), 1000.0);
+        let imix = SizeDist::Imix;
+        assert!((imix.mean() - 340.333).abs() < 0.01);
+        let sizes: Vec<usize> = (0..1000).map(|_| imix.sample(&mut rng)).collect();
+        assert!(sizes.iter().all(|s| [MIN_IP_SIZE, 576, 1500].contains(s)));
+        assert!(sizes.iter().filter(|&&s| s == MIN_IP_SIZE).count() > 500);
+        assert_eq!(SizeDist::Fixed(10).sample(&mut rng), MIN_IP_SIZE);
+    }
+
+    #[test]
+    fn on_off_imix_count_and_stop_flag() {
+        let any = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9);
+        let mut cfg = GenConfig::cbr(any, 9, Rate::Pps(5000.0), 0, Duration::from_secs(10));
+        cfg.size = SizeDist::Imix;
+        cfg.pattern = Pattern::OnOff {
+            on: Duration::from_millis(10),
+            off: Duration::from_millis(10),
+        };
+        cfg.count = Some(300);
+        let (g, f, _) = run(vec![cfg], Duration::from_millis(400));
+        assert_eq!(g[0].sent, 300);
+        assert_eq!(f[0].received, 300);
+        // 50 per on period: 300 packets take 5 periods and a half.
+        let span = g[0].end_ns - g[0].start_ns;
+        assert!(span > 100_000_000, "{span}");
+
+        // The stop flag ends a long flow promptly.
+        let (mut sink, addr) = loopback_sink();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let cfg = GenConfig::cbr(addr, 1, Rate::Pps(1.0), 64, Duration::from_secs(60));
+        let h = std::thread::spawn(move || run_gen(&cfg, &s2).unwrap());
+        // The first packet leaves at once; then the generator sleeps
+        // towards the second, due a second later.
+        assert_eq!(sink.poll(Duration::from_secs(2)).unwrap(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let t0 = std::time::Instant::now();
+        stop.store(true, Ordering::Relaxed);
+        let g = h.join().unwrap();
+        assert!(t0.elapsed() < std::time::Duration::from_millis(300));
+        assert_eq!(g.sent, 1);
+        assert!(g.end_ns - g.start_ns < 500_000_000);
+    }
+
+    #[test]
+    fn flows_cross_a_kernel_router_lab() {
+        use crate::lab::{Lab, LabSpec, NodeKind};
+        use crate::testutil::{require_root, test_prefix};
+        require_root!();
+        let lab = Lab::up(
+            &LabSpec::new(&test_prefix())
+                .node("h1", NodeKind::Host)
+                .node("r", NodeKind::KernelRouter)
+                .node("h2", NodeKind::Host)
+                .link("h1", "198.18.1.1/24", "r", "198.18.1.254/24")
+                .link("r", "198.18.2.254/24", "h2", "198.18.2.1/24"),
+        )
+        .unwrap();
+        let dst = SocketAddrV4::new(Ipv4Addr::new(198, 18, 2, 1), 5001);
+        let mut sink = crate::netns::run_in(&lab.netns("h2").unwrap(), || Sink::bind(dst))
+            .unwrap()
+            .unwrap();
+        let h1 = lab.netns("h1").unwrap();
+        let mut cfg = GenConfig::cbr(dst, 4, Rate::Bps(4e6), 500, Duration::from_millis(500));
+        cfg.dscp = 3; // TOS 0x0c, as a TDP stamp
+        cfg.ttl = Some(9);
+        // The generator opens its socket on a thread inside h1.
+        let gen = std::thread::spawn(move || {
+            crate::netns::run_in(&h1, || run_gen(&cfg, &AtomicBool::new(false)))
+                .unwrap()
+                .unwrap()
+        });
+        sink.run_until(clock::now() + Duration::from_millis(800), &AtomicBool::new(false))
+            .unwrap();
+        let g = gen.join().unwrap();
+        assert_eq!(g.sent, 500); // 4 Mb/s of 500-byte packets = 1000 pps
+        let r = sink.reports(&[(4, g.sent)].into_iter().collect());
+        assert_eq!((r[0].received, r[0].lost), (500, 0), "{:?}", r[0]);
+        assert_eq!(r[0].tos.get(&0x0c), Some(&500));
+        drop(sink);
+        lab.down().unwrap();
+    }
+
+    #[test]
+    fn sink_counts_loss_reorder_duplicates_and_garbage() {
+        let mut f = FlowStats::new(1);
+        let p = |seq| Probe {
+            flow: 1,
+            seq,
+            tx_ns: 1_000,
+        };
+        for (seq, rx) in [(0, 2_000), (2, 2_500), (1, 3_000), (1, 3_100), (5, 1_500)] {
+            assert!(f.record(&p(seq), Instant(rx), 100, Some(0x0c)));
+        }
+        assert!(!f.record(&p(u64::MAX), Instant(9_000), 100, None));
+        let r = f.report(Some(7));
+        assert_eq!((r.sent, r.received, r.lost), (7, 4, 3));
+        assert_eq!((r.reordered, r.duplicates), (1, 1));
+        assert_eq!((r.delay_ns.min, r.delay_ns.max, r.jitter_ns), (500, 2_000, 1_500));
+        assert_eq!(r.tos.get(&0x0c), Some(&4));
+        // Without the generator's count the highest sequence number decides.
+        assert_eq!(f.report(None).sent, 6);
+
+        // Datagrams that are not probes are counted, not fatal.
+        let (mut sink, addr) = loopback_sink();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"hello", addr).unwrap();
+        tx.send_to(&[0u8; 0], addr).unwrap();
+        let mut bad = Probe {
+            flow: 5,
+            seq: 0,
+            tx_ns: u64::MAX,
+        }
+        .encode()
+        .to_vec();
+        tx.send_to(&bad, addr).unwrap(); // from the future: negative delay
+        bad[0] = b'X';
+        tx.send_to(&bad, addr).unwrap();
+        let mut got = 0;
+        while got < 4 {
+            let n = sink.poll(Duration::from_millis(500)).unwrap();
+            assert!(n > 0, "datagrams went missing");
+            got += n;
+        }
+        let c = sink.counters();
+        assert_eq!((c.datagrams, c.not_probe), (4, 3));
+        let r = sink.reports(&BTreeMap::new());
+        assert_eq!(r[0].negative_delays, 1);
+    }
+}

@@ -1,0 +1,250 @@
+//! The scenario file as written: serde structs mirroring the TOML, with
+//! spans kept on every value a later check may need to point at.
+//! Unknown keys are errors (`deny_unknown_fields`), never silently ignored.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+pub type S<T> = Spanned<T>;
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    pub scenario: S<Header>,
+    #[serde(default)]
+    pub defaults: Defaults,
+    pub tdp: Option<S<Tdp>>,
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<S<Node>>,
+    #[serde(default, rename = "link")]
+    pub links: Vec<S<Link>>,
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<S<Flow>>,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<S<RouteEntry>>,
+    pub paper: Option<Paper>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub duration: S<String>,
+    #[serde(default)]
+    pub warmup: Option<S<String>>,
+    #[serde(default)]
+    pub drain: Option<S<String>>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default)]
+    pub router: RouterOpts,
+    #[serde(default)]
+    pub link: LinkOpts,
+    #[serde(default)]
+    pub flow: FlowOpts,
+}
+
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RouterOpts {
+    pub scheduler: Option<S<String>>,
+    pub processing: Option<S<Processing>>,
+    pub queue_packets: Option<S<i64>>,
+    pub queue_bytes: Option<S<i64>>,
+    pub input_queue: Option<S<i64>>,
+    /// TDP forwarding delay in TFs (immediate forwarding).
+    pub tdp_delay: Option<S<i64>>,
+    pub clock_offset: Option<S<String>>,
+    pub clock_drift_ppm: Option<S<f64>>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum Processing {
+    Fixed(String),
+    Dist(ProcDist),
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ProcDist {
+    pub dist: String,
+    pub min: Option<String>,
+    pub max: Option<String>,
+    pub mean: Option<String>,
+    pub base: Option<String>,
+}
+
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct LinkOpts {
+    pub capacity: Option<S<String>>,
+    pub delay: Option<S<String>>,
+    pub fcs: Option<S<i64>>,
+    pub preamble: Option<S<i64>>,
+    pub ifg: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FlowOpts {
+    pub size: Option<S<SizeSpec>>,
+    pub rate: Option<S<String>>,
+    pub pattern: Option<S<String>>,
+    pub on: Option<S<String>>,
+    pub off: Option<S<String>>,
+    pub start: Option<S<String>>,
+    pub stop: Option<S<String>>,
+    pub ttl: Option<S<i64>>,
+    pub dscp: Option<S<i64>>,
+    pub tdp: Option<S<bool>>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum SizeSpec {
+    Bytes(i64),
+    Named(String),
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Tdp {
+    pub tf: S<String>,
+    pub tfs_per_tc: S<i64>,
+    #[serde(default)]
+    pub tcs_per_sc: Option<S<i64>>,
+    #[serde(default)]
+    pub padding: Option<bool>,
+    #[serde(default)]
+    pub max_lag: Option<S<i64>>,
+    #[serde(default)]
+    pub shaper_queue: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub name: S<String>,
+    pub kind: S<String>,
+    pub scheduler: Option<S<String>>,
+    pub processing: Option<S<Processing>>,
+    pub queue_packets: Option<S<i64>>,
+    pub queue_bytes: Option<S<i64>>,
+    pub input_queue: Option<S<i64>>,
+    pub tdp_delay: Option<S<i64>>,
+    pub clock_offset: Option<S<String>>,
+    pub clock_drift_ppm: Option<S<f64>>,
+}
+
+impl Node {
+    /// This node's settings over the file's defaults.
+    pub fn opts(&self, d: &RouterOpts) -> RouterOpts {
+        RouterOpts {
+            scheduler: self.scheduler.clone().or(d.scheduler.clone()),
+            processing: self.processing.clone().or(d.processing.clone()),
+            queue_packets: self.queue_packets.clone().or(d.queue_packets.clone()),
+            queue_bytes: self.queue_bytes.clone().or(d.queue_bytes.clone()),
+            input_queue: self.input_queue.clone().or(d.input_queue.clone()),
+            tdp_delay: self.tdp_delay.clone().or(d.tdp_delay.clone()),
+            clock_offset: self.clock_offset.clone().or(d.clock_offset.clone()),
+            clock_drift_ppm: self.clock_drift_ppm.clone().or(d.clock_drift_ppm.clone()),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    pub a: S<String>,
+    pub b: S<String>,
+    pub name: Option<S<String>>,
+    pub subnet: Option<S<String>>,
+    pub capacity: Option<S<String>>,
+    pub delay: Option<S<String>>,
+    pub fcs: Option<S<i64>>,
+    pub preamble: Option<S<i64>>,
+    pub ifg: Option<S<i64>>,
+}
+
+impl Link {
+    pub fn opts(&self, d: &LinkOpts) -> LinkOpts {
+        LinkOpts {
+            capacity: self.capacity.clone().or(d.capacity.clone()),
+            delay: self.delay.clone().or(d.delay.clone()),
+            fcs: self.fcs.clone().or(d.fcs.clone()),
+            preamble: self.preamble.clone().or(d.preamble.clone()),
+            ifg: self.ifg.clone().or(d.ifg.clone()),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Flow {
+    pub name: S<String>,
+    pub from: S<String>,
+    pub to: S<String>,
+    pub path: Option<S<Vec<S<String>>>>,
+    pub loops: Option<S<i64>>,
+    pub sport: Option<S<i64>>,
+    pub dport: Option<S<i64>>,
+    /// Non-immediate forwarding: this flow's own TDP forwarding delay.
+    pub tdp_delay: Option<S<i64>>,
+    /// Reserved TFs within the TC at the first hop, typed by hand.
+    pub slots: Option<S<Vec<i64>>>,
+    pub size: Option<S<SizeSpec>>,
+    pub rate: Option<S<String>>,
+    pub pattern: Option<S<String>>,
+    pub on: Option<S<String>>,
+    pub off: Option<S<String>>,
+    pub start: Option<S<String>>,
+    pub stop: Option<S<String>>,
+    pub ttl: Option<S<i64>>,
+    pub dscp: Option<S<i64>>,
+    pub tdp: Option<S<bool>>,
+}
+
+impl Flow {
+    pub fn opts(&self, d: &FlowOpts) -> FlowOpts {
+        FlowOpts {
+            size: self.size.clone().or(d.size.clone()),
+            rate: self.rate.clone().or(d.rate.clone()),
+            pattern: self.pattern.clone().or(d.pattern.clone()),
+            on: self.on.clone().or(d.on.clone()),
+            off: self.off.clone().or(d.off.clone()),
+            start: self.start.clone().or(d.start.clone()),
+            stop: self.stop.clone().or(d.stop.clone()),
+            ttl: self.ttl.clone().or(d.ttl.clone()),
+            dscp: self.dscp.clone().or(d.dscp.clone()),
+            tdp: self.tdp.clone().or(d.tdp.clone()),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RouteEntry {
+    pub node: S<String>,
+    pub prefix: S<String>,
+    pub via: S<String>,
+    pub ttl: Option<S<Vec<i64>>>,
+}
+
+/// Numbers a paper reports for this scenario, printed beside qosnet's.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Paper {
+    pub source: String,
+    pub metric: String,
+    pub unit: String,
+    pub values: BTreeMap<String, f64>,
+}

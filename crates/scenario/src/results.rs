@@ -1,0 +1,89 @@
+//! The result schema shared by `qosnet sim` and live runs, so their runs
+//! compare side by side (docs/results.md documents every field).
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Serialize, Default, PartialEq)]
+pub struct DelayStats {
+    pub min: u64,
+    pub mean: f64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct FlowResult {
+    pub name: String,
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub delay_ns: DelayStats,
+    /// max − min one-way delay (the TDP paper's definition of jitter).
+    pub jitter_ns: u64,
+    /// Received IP bits per second over the measurement interval.
+    pub throughput_bps: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct LinkResult {
+    /// Directed channel name, `FROM->TO`.
+    pub name: String,
+    pub capacity_bps: u64,
+    pub packets: u64,
+    /// Frame bytes sent (no FCS/preamble/IFG).
+    pub bytes: u64,
+    pub drops: u64,
+    pub drops_by_reason: BTreeMap<String, u64>,
+    /// Share of link time used, counting FCS, preamble and inter-frame gap.
+    pub utilization: f64,
+    /// IP-level load in bit/s (the paper's "Mb/s on a link").
+    pub load_bps: f64,
+    pub scheduler: String,
+    /// Packets still queued at the port when the run ended.
+    pub queued_at_end: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct NodeResult {
+    pub name: String,
+    pub counters: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct EngineResult {
+    pub events: u64,
+    pub wall_s: f64,
+    pub sim_s: f64,
+    pub events_per_wall_s: f64,
+    pub sim_s_per_wall_s: f64,
+    pub peak_event_queue: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Results {
+    pub scenario: String,
+    pub source: String,
+    pub mode: String,
+    pub seed: u64,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub flows: Vec<FlowResult>,
+    pub links: Vec<LinkResult>,
+    pub nodes: Vec<NodeResult>,
+    pub engine: EngineResult,
+    /// Extra sections (TDP plan summary, timer lateness in live runs, ...).
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl Results {
+    pub fn flow(&self, name: &str) -> Option<&FlowResult> {
+        self.flows.iter().find(|f| f.name == name)
+    }
+    pub fn link(&self, name: &str) -> Option<&LinkResult> {
+        self.links.iter().find(|l| l.name == name)
+    }
+}

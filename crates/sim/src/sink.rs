@@ -1,0 +1,91 @@
+//! Per-flow measurement at the receiving host: one-way delay (HDR
+//! histogram, 3 significant digits, up to 100 s), jitter as max − min
+//! delay (ICC 2006 footnote 1), loss, reordering and throughput.
+
+use hdrhistogram::Histogram;
+use qosnet_scenario::results::{DelayStats, FlowResult};
+
+pub struct FlowStat {
+    pub name: String,
+    pub sent: u64,
+    pub received: u64,
+    /// Every packet of the flow that arrived, inside the measurement
+    /// window or not (for conservation accounting).
+    pub total_received: u64,
+    pub recv_ip_bytes: u64,
+    pub reordered: u64,
+    max_seq: Option<u64>,
+    hist: Histogram<u64>,
+    sum: u128,
+    min: u64,
+    max: u64,
+}
+
+impl FlowStat {
+    pub fn new(name: String) -> Self {
+        FlowStat {
+            name,
+            sent: 0,
+            received: 0,
+            total_received: 0,
+            recv_ip_bytes: 0,
+            reordered: 0,
+            max_seq: None,
+            hist: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds"),
+            sum: 0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+
+    pub fn record(&mut self, seq: u64, delay_ns: u64, ip_bytes: usize) {
+        self.received += 1;
+        self.recv_ip_bytes += ip_bytes as u64;
+        match self.max_seq {
+            Some(m) if seq < m => self.reordered += 1,
+            _ => self.max_seq = Some(seq),
+        }
+        let _ = self.hist.record(delay_ns.max(1));
+        self.sum += delay_ns as u128;
+        self.min = self.min.min(delay_ns);
+        self.max = self.max.max(delay_ns);
+    }
+
+    pub fn result(&self, interval_s: f64) -> FlowResult {
+        let n = self.received;
+        let delay = if n == 0 {
+            DelayStats::default()
+        } else {
+            DelayStats {
+                min: self.min,
+                mean: self.sum as f64 / n as f64,
+                p50: self.hist.value_at_quantile(0.5),
+                p99: self.hist.value_at_quantile(0.99),
+                p999: self.hist.value_at_quantile(0.999),
+                max: self.max,
+            }
+        };
+        FlowResult {
+            name: self.name.clone(),
+            sent: self.sent,
+            received: n,
+            lost: self.sent.saturating_sub(n),
+            reordered: self.reordered,
+            jitter_ns: if n == 0 { 0 } else { self.max - self.min },
+            delay_ns: delay,
+            throughput_bps: if interval_s > 0.0 {
+                self.recv_ip_bytes as f64 * 8.0 / interval_s
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Delay histogram buckets (value ns, count) for plotting.
+    pub fn buckets(&self) -> Vec<(u64, u64)> {
+        self.hist
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+}
