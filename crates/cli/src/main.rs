@@ -1,6 +1,28 @@
 //! `qosnet`: the command line. Subcommands simulate a scenario, reproduce
 //! a paper's experiments beside the paper's numbers, and check scenarios.
 
+/// Print to stdout; a closed pipe (`qosnet ... | head`) ends the program
+/// quietly instead of panicking.
+macro_rules! out {
+    ($($t:tt)*) => { $crate::emit(&format!($($t)*)) };
+}
+macro_rules! outln {
+    () => { $crate::emit("\n") };
+    ($($t:tt)*) => { $crate::emit(&format!("{}\n", format!($($t)*))) };
+}
+
+pub(crate) fn emit(s: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_all(s.as_bytes()).and_then(|_| o.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(2);
+    }
+}
+
 mod embedded;
 mod plot;
 mod report;
@@ -136,20 +158,20 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
     sim.set_progress(!a.json);
     let r = sim.run();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!(
+        outln!(
             "scenario {} ({}), seed {}, {} s simulated, warm-up {} s",
             r.scenario, r.source, r.seed, r.duration_s, r.warmup_s
         );
-        print!("{}", report::flow_table(&r, paper.as_ref()));
+        out!("{}", report::flow_table(&r, paper.as_ref()));
         if let Some(p) = &paper {
-            println!("paper column: {}", p.source);
+            outln!("paper column: {}", p.source);
         }
-        println!();
-        print!("{}", report::link_table(&r));
+        outln!();
+        out!("{}", report::link_table(&r));
         if a.stats {
-            println!("{}", report::engine_line(&r));
+            outln!("{}", report::engine_line(&r));
         }
     }
     if let Some(dir) = &a.out {
@@ -158,7 +180,7 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
             .collect();
         report::write_outputs(dir, &r, &buckets)?;
         if !a.json {
-            println!(
+            outln!(
                 "wrote {0}/results.json, {0}/flows.csv, {0}/delay.svg",
                 dir.display()
             );
@@ -170,7 +192,7 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
 fn cmd_check(a: ScenarioArgs) -> Result<()> {
     let sc = a.load()?;
     let net = qosnet_scenario::topo::Network::build(&sc).map_err(|e| anyhow!("{}: {e}", sc.source))?;
-    println!(
+    outln!(
         "scenario {}: {} nodes, {} links, {} flows",
         sc.name,
         sc.nodes.len(),
@@ -178,19 +200,19 @@ fn cmd_check(a: ScenarioArgs) -> Result<()> {
         sc.flows.len()
     );
     for (i, n) in sc.nodes.iter().enumerate() {
-        println!(
+        outln!(
             "node {} ({})",
             n.name,
             if n.is_router() { "router" } else { "host" }
         );
         for f in &net.nodes[i].ifaces {
-            println!(
+            outln!(
                 "  port {}/{} mac {} -> {}",
                 f.ip, f.prefix_len, f.mac, sc.nodes[f.peer].name
             );
         }
         for r in net.nodes[i].routes.iter() {
-            println!("  route {r}");
+            outln!("  route {r}");
         }
     }
     for (fi, f) in sc.flows.iter().enumerate() {
@@ -198,7 +220,7 @@ fn cmd_check(a: ScenarioArgs) -> Result<()> {
             .iter()
             .map(|h| sc.nodes[h.node].name.clone())
             .collect();
-        println!(
+        outln!(
             "flow {}: {:.1} pps, {} router hops: {}",
             f.name,
             f.pps(),
@@ -208,8 +230,8 @@ fn cmd_check(a: ScenarioArgs) -> Result<()> {
     }
     if sc.tdp.is_some() {
         let plan = qosnet_scenario::tdpplan::plan(&sc, &net).map_err(|e| anyhow!("{}: {e}", sc.source))?;
-        println!("{}", plan.describe(&sc, &net));
+        outln!("{}", plan.describe(&sc, &net));
     }
-    println!("ok");
+    outln!("ok");
     Ok(())
 }

@@ -83,11 +83,11 @@ fn tdp(a: &ReproduceArgs) -> Result<()> {
             "96 Mb/s on ring links, 32 Mb/s on R1->R3, 48 Mb/s on R2->R4",
         ),
     ] {
-        println!(
+        outln!(
             "\n{table} ({} s simulated per run, seed {})",
             tdp.results.duration_s, tdp.results.seed
         );
-        println!(
+        outln!(
             "{:<8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
             "flow", "paper FIFO", "qosnet FIFO", "paper TDP", "qosnet TDP", "lost FIFO", "lost TDP"
         );
@@ -103,7 +103,7 @@ fn tdp(a: &ReproduceArgs) -> Result<()> {
                 .get(&f.name)
                 .map(|v| format!("{v:.2} ms"))
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "{:<8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
                 f.name,
                 pf,
@@ -116,13 +116,13 @@ fn tdp(a: &ReproduceArgs) -> Result<()> {
         }
         let tf_us = 250.0;
         let worst = tdp.results.flows.iter().map(|f| f.jitter_ns).max().unwrap_or(0);
-        println!(
+        outln!(
             "TDP bound: jitter < 2 TF = {:.0} us; worst qosnet TDP flow {}; {}-byte packets",
             2.0 * tf_us,
             fmt_ns(worst as f64),
             size
         );
-        println!("link loads (IP level, TDP run) — paper: {loads}");
+        outln!("link loads (IP level, TDP run) — paper: {loads}");
         let ring = ["R1->R2", "R2->R3", "R3->R4", "R4->R1"];
         let chords = ["R1->R3", "R2->R4", "R3->R1", "R4->R2"];
         let show = |names: &[&str]| {
@@ -140,15 +140,15 @@ fn tdp(a: &ReproduceArgs) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        println!("  ring:   {}", show(&ring));
-        println!("  chords: {}", show(&chords));
+        outln!("  ring:   {}", show(&ring));
+        outln!("  chords: {}", show(&chords));
     }
     if let Some(dir) = &a.out {
         for r in &runs {
             let d = dir.join(&r.results.scenario);
             report::write_outputs(&d, &r.results, &r.buckets)?;
         }
-        println!("\nwrote results under {}", dir.display());
+        outln!("\nwrote results under {}", dir.display());
     }
     Ok(())
 }

@@ -93,7 +93,7 @@ pub struct DeviceStats {
 /// | mode | one frame per flush | 64 frames per flush |
 /// |------|--------------------:|--------------------:|
 /// | `Send` | ~465 k | ~465 k |
-/// | `Ring` | ~440 k | ~590 k (+25 %) |
+/// | `Ring` | ~440 k | ~590 k (+25 %; ×2 on a machine busy with builds) |
 ///
 /// On veth the receive side runs inside the sender's system call, so a
 /// system call per frame is only part of the cost. `Send` is the default:

@@ -486,9 +486,23 @@ impl Lab {
         }
         for n in &spec.nodes {
             let ns = spec.netns_name(&n.name);
-            ip(&["netns", "add", &ns])?;
+            // Registered first: a signal arriving between the two steps
+            // must not leave an unregistered namespace behind.
             self.namespaces.push(ns.clone());
             register(self.id, &ns);
+            if let Err(e) = ip(&["netns", "add", &ns]) {
+                // Not ours after all (another run may have just made it):
+                // forget it so the teardown of this failed `up` spares it.
+                self.namespaces.pop();
+                if let Some(v) = registry()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_mut(&self.id)
+                {
+                    v.retain(|n| *n != ns);
+                }
+                return Err(e);
+            }
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
             // Defaults first, so interfaces created later inherit them.
             let forward = if n.kind == NodeKind::KernelRouter {

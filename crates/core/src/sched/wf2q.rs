@@ -16,9 +16,7 @@
 //! packet (heaps of eligible flows by F, ineligible ones by S, idle ones by
 //! F).
 
-use std::collections::BinaryHeap;
-
-use super::wfq::{FairConf, QueueInfo, Queues, Tagged, VT_PER_BYTE};
+use super::wfq::{FairConf, MinHeap, QueueInfo, Queues, Tagged, VT_PER_BYTE};
 use super::{Dropped, QueueStats, Scheduler};
 use crate::packet::Packet;
 use crate::time::Instant;
@@ -47,11 +45,11 @@ pub struct Wf2q {
     v: u128,
     wsum: u64,
     /// Active flows with S ≤ V, keyed by F.
-    eligible: BinaryHeap<Tagged>,
+    eligible: MinHeap<Tagged>,
     /// Active flows with S > V, keyed by S.
-    pending: BinaryHeap<Tagged>,
+    pending: MinHeap<Tagged>,
     /// Remembered flows keyed by F; `seq` holds the slot generation.
-    idle: BinaryHeap<Tagged>,
+    idle: MinHeap<Tagged>,
     seq: u64,
     stats: QueueStats,
 }
@@ -63,9 +61,9 @@ impl Wf2q {
             q: Queues::new(&conf),
             v: 0,
             wsum: 0,
-            eligible: BinaryHeap::new(),
-            pending: BinaryHeap::new(),
-            idle: BinaryHeap::new(),
+            eligible: MinHeap::new(),
+            pending: MinHeap::new(),
+            idle: MinHeap::new(),
             seq: 0,
             stats: QueueStats::default(),
         })
@@ -91,17 +89,9 @@ impl Wf2q {
     fn schedule(&mut self, i: u32, seq: u64) {
         let st = self.q.slots[i as usize].st;
         if st.start <= self.v {
-            self.eligible.push(Tagged {
-                key: st.finish,
-                seq,
-                slot: i,
-            });
+            self.eligible.push(Tagged::new(st.finish, seq, i));
         } else {
-            self.pending.push(Tagged {
-                key: st.start,
-                seq,
-                slot: i,
-            });
+            self.pending.push(Tagged::new(st.start, seq, i));
         }
     }
 }
@@ -136,16 +126,16 @@ impl Scheduler for Wf2q {
         // V ≥ min start over backlogged flows, so someone is eligible.
         if self.eligible.is_empty() {
             if let Some(p) = self.pending.peek() {
-                self.v = self.v.max(p.key);
+                self.v = self.v.max(p.key());
             }
         }
         while let Some(&p) = self.pending.peek() {
-            if p.key > self.v {
+            if p.key() > self.v {
                 break;
             }
             self.pending.pop();
             let f = self.q.slots[p.slot as usize].st.finish;
-            self.eligible.push(Tagged { key: f, ..p });
+            self.eligible.push(Tagged::new(f, p.seq as u64, p.slot));
         }
         let e = self.eligible.pop()?;
         let i = e.slot;
@@ -155,12 +145,12 @@ impl Scheduler for Wf2q {
 
         // Flows idle with F ≤ V have had their fluid share: drop them from Σw.
         while let Some(&x) = self.idle.peek() {
-            if x.key > self.v {
+            if x.key() > self.v {
                 break;
             }
             self.idle.pop();
             let s = &mut self.q.slots[x.slot as usize];
-            if s.gen as u64 == x.seq && s.st.phase == Phase::Remembered && s.st.finish == x.key {
+            if s.gen == x.seq && s.st.phase == Phase::Remembered && s.st.finish == x.key() {
                 s.st.phase = Phase::Idle;
                 self.wsum -= s.weight as u64;
                 self.q.release(x.slot);
@@ -178,11 +168,7 @@ impl Scheduler for Wf2q {
             }
             None if s.st.finish > self.v => {
                 s.st.phase = Phase::Remembered;
-                self.idle.push(Tagged {
-                    key: s.st.finish,
-                    seq: s.gen as u64,
-                    slot: i,
-                });
+                self.idle.push(Tagged::new(s.st.finish, s.gen as u64, i));
             }
             None => {
                 s.st.phase = Phase::Idle;
