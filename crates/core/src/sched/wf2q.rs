@@ -16,7 +16,7 @@
 //! packet (heaps of eligible flows by F, ineligible ones by S, idle ones by
 //! F).
 
-use super::wfq::{FairConf, MinHeap, QueueInfo, Queues, Tagged, VT_PER_BYTE};
+use super::wfq::{div_rem, FairConf, KeyHeap, QueueInfo, Queues, Tagged, VT_PER_BYTE};
 use super::{Dropped, QueueStats, Scheduler};
 use crate::packet::Packet;
 use crate::time::Instant;
@@ -45,11 +45,11 @@ pub struct Wf2q {
     v: u128,
     wsum: u64,
     /// Active flows with S ≤ V, keyed by F.
-    eligible: MinHeap<Tagged>,
+    eligible: KeyHeap,
     /// Active flows with S > V, keyed by S.
-    pending: MinHeap<Tagged>,
+    pending: KeyHeap,
     /// Remembered flows keyed by F; `seq` holds the slot generation.
-    idle: MinHeap<Tagged>,
+    idle: KeyHeap,
     seq: u64,
     stats: QueueStats,
 }
@@ -61,9 +61,9 @@ impl Wf2q {
             q: Queues::new(&conf),
             v: 0,
             wsum: 0,
-            eligible: MinHeap::new(),
-            pending: MinHeap::new(),
-            idle: MinHeap::new(),
+            eligible: KeyHeap::new(),
+            pending: KeyHeap::new(),
+            idle: KeyHeap::new(),
             seq: 0,
             stats: QueueStats::default(),
         })
@@ -109,7 +109,7 @@ impl Scheduler for Wf2q {
                 self.wsum += s.weight as u64;
             }
             s.st.start = s.st.finish.max(self.v);
-            s.st.finish = s.st.start + cost / s.weight as u128;
+            s.st.finish = s.st.start + div_rem(cost, s.weight as u64).0;
             s.st.phase = Phase::Active;
         }
         self.q.push(i, pkt, seq, &mut self.stats);
@@ -126,31 +126,31 @@ impl Scheduler for Wf2q {
         // V ≥ min start over backlogged flows, so someone is eligible.
         if self.eligible.is_empty() {
             if let Some(p) = self.pending.peek() {
-                self.v = self.v.max(p.key());
+                self.v = self.v.max(p.tag());
             }
         }
-        while let Some(&p) = self.pending.peek() {
-            if p.key() > self.v {
+        while let Some(p) = self.pending.peek() {
+            if p.tag() > self.v {
                 break;
             }
             self.pending.pop();
             let f = self.q.slots[p.slot as usize].st.finish;
-            self.eligible.push(Tagged::new(f, p.seq as u64, p.slot));
+            self.eligible.push(Tagged::new(f, p.low() as u64, p.slot));
         }
         let e = self.eligible.pop()?;
         let i = e.slot;
         let (pkt, _) = self.q.pop(i, &mut self.stats)?;
         let cost = self.q.cost(&pkt) as u128 * VT_PER_BYTE;
-        self.v += cost / self.wsum.max(1) as u128;
+        self.v += div_rem(cost, self.wsum.max(1)).0;
 
         // Flows idle with F ≤ V have had their fluid share: drop them from Σw.
-        while let Some(&x) = self.idle.peek() {
-            if x.key() > self.v {
+        while let Some(x) = self.idle.peek() {
+            if x.tag() > self.v {
                 break;
             }
             self.idle.pop();
             let s = &mut self.q.slots[x.slot as usize];
-            if s.gen == x.seq && s.st.phase == Phase::Remembered && s.st.finish == x.key() {
+            if s.gen == x.low() && s.st.phase == Phase::Remembered && s.st.finish == x.tag() {
                 s.st.phase = Phase::Idle;
                 self.wsum -= s.weight as u64;
                 self.q.release(x.slot);
@@ -163,7 +163,7 @@ impl Scheduler for Wf2q {
                 let seq = *seq;
                 let cost = (next.len() as u64 + self.q.overhead as u64) as u128 * VT_PER_BYTE;
                 s.st.start = s.st.finish;
-                s.st.finish = s.st.start + cost / s.weight as u128;
+                s.st.finish = s.st.start + div_rem(cost, s.weight as u64).0;
                 self.schedule(i, seq);
             }
             None if s.st.finish > self.v => {

@@ -248,8 +248,11 @@ impl From<Overbooked> for PlanError {
 /// Flows with fixed slots are admitted first, in input order (an overbooked
 /// TF refuses the plan). The others follow, largest demand (bytes × hops)
 /// first: each tries evenly spaced slots (`n_tf / pkts` apart, every phase),
-/// which keeps the flow's packets spread over the TC like a CBR source, and
-/// falls back to first fit slot by slot.
+/// which keeps the flow's packets spread over the TC like a CBR source; if
+/// no phase fits, the nearly even placement that moves no packet further
+/// from its ideal TF than needed (a CBR source shaped onto such slots sees
+/// at most that displacement as extra jitter); and last, first fit slot by
+/// slot.
 pub fn plan(links: &[PlanLink], n_tf: u32, flows: &[PlanFlow]) -> Result<Plan, PlanError> {
     validate(links, n_tf, flows)?;
     let mut res = Reservations::new(n_tf);
@@ -276,6 +279,7 @@ pub fn plan(links: &[PlanLink], n_tf: u32, flows: &[PlanFlow]) -> Result<Plan, P
     for i in order {
         let f = &flows[i];
         let chosen = place_evenly(&res, n_tf, f)
+            .or_else(|| place_near_even(&res, n_tf, f))
             .or_else(|| place_first_fit(&res, n_tf, f))
             .ok_or_else(|| no_room(&res, n_tf, f))?;
         for &s in &chosen {
@@ -367,15 +371,52 @@ fn tf_at_hop(slot: u32, offset: u32, n_tf: u32) -> u32 {
     ((slot as u64 + offset as u64) % n_tf as u64) as u32
 }
 
+/// The ideal TF offset of packet `k` of `pkts` spread evenly over `n_tf`.
+fn ideal(k: u32, pkts: u32, n_tf: u32) -> u32 {
+    (k as u64 * n_tf as u64 / pkts as u64) as u32
+}
+
 fn place_evenly(res: &Reservations, n_tf: u32, f: &PlanFlow) -> Option<Vec<u32>> {
-    let spacing = n_tf / f.pkts_per_tc;
     (0..n_tf).find_map(|phase| {
         let mut s: Vec<u32> = (0..f.pkts_per_tc)
-            .map(|k| tf_at_hop(phase, k * spacing, n_tf))
+            .map(|k| tf_at_hop(phase, ideal(k, f.pkts_per_tc, n_tf), n_tf))
             .collect();
         s.sort_unstable();
         fits(res, n_tf, f, &s).then_some(s)
     })
+}
+
+/// For every phase, put each packet in the first TF at or after its ideal
+/// TF (before the next packet's ideal TF) that still fits; keep the phase
+/// whose largest displacement is smallest.
+fn place_near_even(res: &Reservations, n_tf: u32, f: &PlanFlow) -> Option<Vec<u32>> {
+    let pkts = f.pkts_per_tc;
+    let mut best: Option<(u32, Vec<u32>)> = None;
+    for phase in 0..n_tf {
+        let mut chosen: Vec<u32> = Vec::with_capacity(pkts as usize);
+        let mut worst = 0;
+        for k in 0..pkts {
+            let (lo, hi) = (ideal(k, pkts, n_tf), ideal(k + 1, pkts, n_tf));
+            let hit = (lo..hi.max(lo + 1)).find(|&o| {
+                chosen.push(tf_at_hop(phase, o, n_tf));
+                let ok = fits(res, n_tf, f, &chosen);
+                chosen.pop();
+                ok
+            });
+            match hit {
+                Some(o) => {
+                    worst = worst.max(o - lo);
+                    chosen.push(tf_at_hop(phase, o, n_tf));
+                }
+                None => break,
+            }
+        }
+        if chosen.len() == pkts as usize && best.as_ref().is_none_or(|(w, _)| worst < *w) {
+            chosen.sort_unstable();
+            best = Some((worst, chosen));
+        }
+    }
+    best.map(|(_, s)| s)
 }
 
 fn place_first_fit(res: &Reservations, n_tf: u32, f: &PlanFlow) -> Option<Vec<u32>> {
@@ -412,6 +453,24 @@ fn no_room(res: &Reservations, n_tf: u32, f: &PlanFlow) -> PlanError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn near_even_when_no_phase_fits_evenly() {
+        // A flow every 5 TFs fills one TF in five; a second flow every 4
+        // TFs cannot be placed evenly (each phase hits a multiple of 5) and
+        // gets slots displaced by at most one TF, not first-fit bunching.
+        let links = vec![PlanLink { name: "a->b".into(), budget: 1000 }];
+        let flows = vec![
+            PlanFlow { name: "five".into(), hops: vec![(0, 0)], pkts_per_tc: 4, wire_bytes: 900, fixed_slots: None },
+            PlanFlow { name: "four".into(), hops: vec![(0, 0)], pkts_per_tc: 5, wire_bytes: 200, fixed_slots: None },
+        ];
+        let p = plan(&links, 20, &flows).unwrap();
+        assert_eq!(p.slots_of("five").unwrap(), &[0, 5, 10, 15]);
+        let four = p.slots_of("four").unwrap();
+        let mut gaps: Vec<u32> = four.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.push(four[0] + 20 - four[4]);
+        assert!(gaps.iter().all(|g| (3..=5).contains(g)), "slots {four:?}");
+    }
 
     #[test]
     fn overbooked_message_names_link_tf_and_bytes() {
@@ -585,7 +644,7 @@ mod tests {
     }
 
     #[test]
-    fn first_fit_when_even_spacing_fails() {
+    fn near_even_when_even_spacing_fails() {
         let links = vec![PlanLink {
             name: "A->B".into(),
             budget: 100,
@@ -604,9 +663,11 @@ mod tests {
             wire_bytes: 100,
             fixed_slots: None,
         };
-        // Free: 0, 1, 5, 6. Three packets spaced 3 apart never fit.
+        // Free: 0, 1, 5, 6. Three packets spaced 3 apart never fit; the
+        // nearly even placement (ideal 0, 3, 6) moves one packet by 2 TFs
+        // rather than bunching them first-fit into 0, 1, 5.
         let p = plan(&links, 10, &[f.clone(), blocker.clone()]).unwrap();
-        assert_eq!(p.slots_of("f").unwrap(), &[0, 1, 5]);
+        assert_eq!(p.slots_of("f").unwrap(), &[0, 5, 6]);
         assert!(p.reservations.per_tf(0).iter().all(|&b| b <= 100));
         // Two packets: evenly spaced 5 apart, phase 0 (TFs 0 and 5).
         let two = PlanFlow { pkts_per_tc: 2, ..f };
@@ -630,7 +691,7 @@ mod tests {
             fixed_slots: None,
         };
         let p = plan(&links, 10, std::slice::from_ref(&f)).unwrap();
-        assert_eq!(p.slots_of("loop").unwrap(), &[0, 1]);
+        assert_eq!(p.slots_of("loop").unwrap(), &[0, 6]);
         assert_eq!(p.reservations.per_tf(0), &[100, 100, 0, 0, 0, 100, 100, 0, 0, 0]);
     }
 
