@@ -6,6 +6,8 @@
 //! scheduler, meter and protocol code runs in both modes.
 #![forbid(unsafe_code)]
 
+pub mod arp;
+pub mod icmp;
 pub mod meter;
 pub mod packet;
 pub mod probe;

@@ -56,6 +56,8 @@ pub enum Malformed {
     BadTotalLength,
     BadChecksum,
     Fragment,
+    /// ARP that is not Ethernet/IPv4 request or reply (RFC 826).
+    BadArp,
 }
 
 impl Malformed {
@@ -68,6 +70,7 @@ impl Malformed {
             Malformed::BadTotalLength => "bad_total_length",
             Malformed::BadChecksum => "bad_checksum",
             Malformed::Fragment => "fragment",
+            Malformed::BadArp => "bad_arp",
         }
     }
 }

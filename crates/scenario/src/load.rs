@@ -702,6 +702,17 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
                 Some(v)
             }
         };
+        if let (Some(v), Some(t), Some(sp)) = (&slots, &tdp, fl.slots.as_ref().map(|s| s.span())) {
+            let tc_s = t.tf.as_secs_f64() * t.tfs_per_tc as f64;
+            let need = (rate.pps(size.mean()) * tc_s - 1e-9).ceil().max(1.0) as usize;
+            if v.len() != need {
+                return Err(cx.err(
+                    sp,
+                    format!("slots lists {} TFs but flow `{name}` sends {need} packets per time cycle", v.len()),
+                    format!("list exactly {need} TFs (one per packet), or remove slots to let qosnet plan them"),
+                ));
+            }
+        }
         flows.push(Flow {
             name,
             id: i as u32,

@@ -228,3 +228,76 @@ impl Network {
         Ok(Network { nodes, hops })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load_str;
+
+    const RING: &str = r#"
+[scenario]
+name = "ring"
+duration = "1s"
+[defaults.link]
+capacity = "100Mb/s"
+[[node]]
+name = "A"
+kind = "router"
+[[node]]
+name = "B"
+kind = "router"
+[[node]]
+name = "C"
+kind = "router"
+[[node]]
+name = "h"
+kind = "host"
+[[link]]
+a = "A"
+b = "B"
+[[link]]
+a = "B"
+b = "C"
+[[link]]
+a = "C"
+b = "A"
+[[link]]
+a = "h"
+b = "A"
+[[flow]]
+name = "loop"
+from = "h"
+to = "h"
+path = ["A", "B", "C"]
+loops = 3
+size = 100
+rate = "1kpps"
+ttl = 20
+"#;
+
+    #[test]
+    fn ring_loops_follow_ttl_routes() {
+        let sc = load_str("ring", RING, &[]).unwrap();
+        let net = Network::build(&sc).unwrap();
+        let names: Vec<&str> = net.hops[0].iter().map(|h| sc.nodes[h.node].name.as_str()).collect();
+        assert_eq!(names, ["A", "B", "C", "A", "B", "C", "A", "B", "C", "A"]);
+        let ttls: Vec<u8> = net.hops[0].iter().map(|h| h.ttl).collect();
+        assert_eq!(ttls, (11..=20).rev().collect::<Vec<u8>>());
+        // The last visit leaves towards the host.
+        let last = net.hops[0].last().unwrap();
+        assert_eq!(net.nodes[last.node].ifaces[last.port].peer, sc.node_index("h").unwrap());
+        // Every router reaches every link subnet.
+        for r in 0..3 {
+            for l in &sc.links {
+                assert!(net.nodes[r].routes.lookup(l.a_ip, 64).is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn unroutable_flows_are_refused() {
+        let t = RING.replace("ttl = 20", "ttl = 10");
+        let e = load_str("ring", &t, &[]).unwrap_err();
+        assert!(e.msg.contains("TTL"), "{e}");
+    }
+}

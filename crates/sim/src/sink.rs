@@ -89,3 +89,24 @@ impl FlowStat {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_loss_reordering_jitter() {
+        let mut f = FlowStat::new("f".into());
+        f.sent = 5;
+        for (seq, d) in [(0, 1000), (2, 3000), (1, 2000), (3, 1500)] {
+            f.record(seq, d, 500);
+        }
+        let r = f.result(1.0);
+        assert_eq!((r.sent, r.received, r.lost, r.reordered), (5, 4, 1, 1));
+        assert_eq!((r.delay_ns.min, r.delay_ns.max, r.jitter_ns), (1000, 3000, 2000));
+        assert!((r.delay_ns.mean - 1875.0).abs() < 1e-9);
+        assert_eq!(r.throughput_bps, 4.0 * 500.0 * 8.0);
+        let empty = FlowStat::new("e".into()).result(1.0);
+        assert_eq!((empty.jitter_ns, empty.delay_ns.max), (0, 0));
+    }
+}

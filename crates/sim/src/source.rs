@@ -87,3 +87,55 @@ impl Source {
         (t < self.stop.as_nanos()).then_some(t)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn times(src: &mut Source, rng: &mut StdRng) -> Vec<u64> {
+        let mut v = vec![src.next_ns.round() as u64];
+        while let Some(t) = src.advance(rng) {
+            v.push(t);
+        }
+        v
+    }
+
+    #[test]
+    fn cbr_has_exact_phase_and_period() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut s = Source::new(0, Pattern::Cbr, SizeDist::Fixed(100), 800.0, Duration::from_micros(250), Duration::from_millis(10));
+        let t = times(&mut s, &mut rng);
+        assert_eq!(t[0], 250_000);
+        assert!(t.windows(2).all(|w| w[1] - w[0] == 1_250_000), "{t:?}");
+        assert_eq!(*t.last().unwrap(), 250_000 + 7 * 1_250_000);
+    }
+
+    #[test]
+    fn poisson_mean_rate() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut s = Source::new(0, Pattern::Poisson, SizeDist::Fixed(100), 10_000.0, Duration::ZERO, Duration::from_secs(2));
+        let n = times(&mut s, &mut rng).len() as f64;
+        assert!((n - 20_000.0).abs() < 20_000.0 * 0.03, "{n} packets in 2 s at 10 kpps");
+    }
+
+    #[test]
+    fn onoff_sends_only_in_on_periods() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let p = Pattern::OnOff { on: Duration::from_millis(1), off: Duration::from_millis(3) };
+        let mut s = Source::new(0, p, SizeDist::Fixed(100), 10_000.0, Duration::ZERO, Duration::from_millis(40));
+        let t = times(&mut s, &mut rng);
+        assert!(t.iter().all(|x| x % 4_000_000 < 1_000_000), "{t:?}");
+        assert_eq!(t.len(), 10 * 10);
+    }
+
+    #[test]
+    fn imix_mix() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let s = Source::new(0, Pattern::Cbr, SizeDist::Imix, 1.0, Duration::ZERO, Duration::from_secs(1));
+        let sizes: Vec<usize> = (0..12_000).map(|_| s.size(&mut rng)).collect();
+        let big = sizes.iter().filter(|&&x| x == 1500).count() as f64 / 12_000.0;
+        let small = sizes.iter().filter(|&&x| x == 40).count() as f64 / 12_000.0;
+        assert!((big - 1.0 / 12.0).abs() < 0.01 && (small - 7.0 / 12.0).abs() < 0.02);
+    }
+}

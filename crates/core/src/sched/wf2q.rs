@@ -82,7 +82,7 @@ impl Wf2q {
     /// Bytes of scheduler state per active flow, queued packets excluded
     /// (slot, index entry, one heap entry).
     pub fn bytes_per_flow() -> usize {
-        Queues::<u64, Wf2qFlow>::bytes_per_queue() + std::mem::size_of::<Tagged>()
+        Queues::<u64, Wf2qFlow>::bytes_per_queue() + KeyHeap::ENTRY_BYTES
     }
 
     /// Files an active flow under eligible or pending by its start tag.

@@ -198,6 +198,62 @@ impl Hasher for IntHasher {
 
 pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
+/// Key → slot map. Keys below [`KeyIndex::DIRECT`] (every class, and
+/// flow ids as a classifier hands them out, densely) index a table
+/// directly — no hashing, and neighbouring flows share cache lines; others
+/// go through a hash map, so sparse or adversarial ids cost memory only
+/// for the flows that exist.
+#[derive(Default)]
+pub(crate) struct KeyIndex {
+    direct: Vec<u32>,
+    direct_len: usize,
+    sparse: IntMap<u32, u32>,
+}
+
+impl KeyIndex {
+    /// Direct table bound: at most 4 MiB of `u32`, grown on demand.
+    const DIRECT: u32 = 1 << 20;
+    const NONE: u32 = u32::MAX;
+
+    pub fn get(&self, key: u32) -> Option<u32> {
+        if key < Self::DIRECT {
+            match self.direct.get(key as usize) {
+                Some(&i) if i != Self::NONE => Some(i),
+                _ => None,
+            }
+        } else {
+            self.sparse.get(&key).copied()
+        }
+    }
+    pub fn insert(&mut self, key: u32, slot: u32) {
+        if key < Self::DIRECT {
+            let k = key as usize;
+            if k >= self.direct.len() {
+                self.direct.resize((k + 1).next_power_of_two(), Self::NONE);
+            }
+            self.direct[k] = slot;
+            self.direct_len += 1;
+        } else {
+            self.sparse.insert(key, slot);
+        }
+    }
+    pub fn remove(&mut self, key: u32) {
+        if key < Self::DIRECT {
+            if let Some(e) = self.direct.get_mut(key as usize) {
+                if *e != Self::NONE {
+                    *e = Self::NONE;
+                    self.direct_len -= 1;
+                }
+            }
+        } else {
+            self.sparse.remove(&key);
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.direct_len + self.sparse.len()
+    }
+}
+
 /// One queue: FIFO of packets with a per-packet tag `T`, plus the
 /// discipline's per-queue state `S`.
 pub(crate) struct Slot<T, S> {
@@ -223,7 +279,7 @@ pub(crate) struct Queues<T, S> {
     key: FlowKey,
     conf: IntMap<u32, QueueConf>,
     default: Option<QueueConf>,
-    index: IntMap<u32, u32>,
+    index: KeyIndex,
     pub slots: Vec<Slot<T, S>>,
     free: Vec<u32>,
     total_limit_pkts: usize,
@@ -239,7 +295,7 @@ impl<T, S: Default> Queues<T, S> {
             key: c.key,
             conf: c.queues.iter().copied().collect(),
             default: c.default,
-            index: IntMap::default(),
+            index: KeyIndex::default(),
             slots: Vec::new(),
             free: Vec::new(),
             total_limit_pkts: c.total_limit_pkts,
@@ -297,8 +353,8 @@ impl<T, S: Default> Queues<T, S> {
     /// the drop is counted and a queue created just for it is freed again.
     pub fn admit(&mut self, pkt: Packet, stats: &mut QueueStats) -> Result<(u32, Packet), Dropped> {
         let key = self.key.of(&pkt.meta);
-        let (i, fresh) = match self.index.get(&key) {
-            Some(&i) => (i, false),
+        let (i, fresh) = match self.index.get(key) {
+            Some(i) => (i, false),
             None => match self.conf.get(&key).copied().or(self.default) {
                 Some(c) => (self.create(key, c), true),
                 None => return Err(drop(pkt, stats)),
@@ -351,7 +407,7 @@ impl<T, S: Default> Queues<T, S> {
         if s.permanent {
             return;
         }
-        self.index.remove(&s.key);
+        self.index.remove(s.key);
         self.free.push(i);
     }
 
@@ -361,7 +417,7 @@ impl<T, S: Default> Queues<T, S> {
     }
 
     pub fn info(&self, key: u32) -> Option<QueueInfo> {
-        let s = &self.slots[*self.index.get(&key)? as usize];
+        let s = &self.slots[self.index.get(key)? as usize];
         Some(QueueInfo {
             weight: s.weight,
             len: s.fifo.len(),
@@ -373,7 +429,7 @@ impl<T, S: Default> Queues<T, S> {
     }
 
     pub fn slot_of(&self, key: u32) -> Option<u32> {
-        self.index.get(&key).copied()
+        self.index.get(key)
     }
 
     /// Queues currently known (configured plus on-demand ones in use).
@@ -381,10 +437,11 @@ impl<T, S: Default> Queues<T, S> {
         self.index.len()
     }
 
-    /// Bytes of state per queue, packets not counted: the slot, its index
-    /// entry (key, slot, control byte at the map's 7/8 load).
+    /// Bytes of state per queue, packets not counted: the slot and its
+    /// entry in the direct index (dense keys; a sparse key's hash-map entry
+    /// is ~10 bytes instead).
     pub fn bytes_per_queue() -> usize {
-        std::mem::size_of::<Slot<T, S>>() + (2 * std::mem::size_of::<u32>() + 1) * 8 / 7
+        std::mem::size_of::<Slot<T, S>>() + std::mem::size_of::<u32>()
     }
 }
 
@@ -437,6 +494,9 @@ pub(crate) struct KeyHeap {
 }
 
 impl KeyHeap {
+    /// Bytes one entry occupies (key and slot arrays).
+    pub const ENTRY_BYTES: usize = std::mem::size_of::<u128>() + std::mem::size_of::<u32>();
+
     pub fn new() -> Self {
         KeyHeap {
             keys: Vec::new(),
@@ -602,7 +662,7 @@ impl Wfq {
     }
     /// Bytes of scheduler state per active flow, queued packets excluded.
     pub fn bytes_per_flow() -> usize {
-        Queues::<(u128, u64), WfqFlow>::bytes_per_queue() + 2 * std::mem::size_of::<Tagged>()
+        Queues::<(u128, u64), WfqFlow>::bytes_per_queue() + 2 * KeyHeap::ENTRY_BYTES
     }
 
     /// Runs the fluid GPS system from `t_v` to `now`: V grows at
@@ -622,7 +682,7 @@ impl Wfq {
         self.work_carry = 0;
         while let Some(top) = self.gps.peek() {
             let need = top
-                .key()
+                .tag()
                 .saturating_sub(self.v)
                 .saturating_mul(self.gps_weight as u128);
             if work < need {
@@ -1055,41 +1115,47 @@ mod tests {
         /// The 4-ary heap pops in sorted order, through any mix of push,
         /// pop and replace_top.
         #[test]
-        fn min_heap_matches_sorted_order(ops in prop::collection::vec((0u8..3, 0u32..50), 0..300)) {
-            let mut h = MinHeap::new();
-            let mut model: Vec<u32> = Vec::new();
-            for (op, x) in ops {
+        fn key_heap_matches_sorted_order(ops in prop::collection::vec((0u8..3, 0u64..50), 0..300)) {
+            let mut h = KeyHeap::new();
+            let mut model: Vec<(u128, u32)> = Vec::new();
+            for (n, (op, tag)) in ops.into_iter().enumerate() {
+                let x = Tagged::new(tag as u128, n as u64, n as u32);
+                let as_pair = |t: Tagged| (t.tag(), t.low());
+                model.sort_unstable();
                 match op {
                     0 => {
                         h.push(x);
-                        model.push(x);
+                        model.push(as_pair(x));
                     }
                     1 => {
-                        model.sort_unstable();
                         let want = (!model.is_empty()).then(|| model.remove(0));
-                        prop_assert_eq!(h.pop(), want);
+                        prop_assert_eq!(h.pop().map(as_pair), want);
                     }
                     _ if !model.is_empty() => {
-                        model.sort_unstable();
                         let want = model.remove(0);
-                        model.push(x);
-                        prop_assert_eq!(h.replace_top(x), want);
+                        model.push(as_pair(x));
+                        prop_assert_eq!(as_pair(h.replace_top(x)), want);
                     }
                     _ => {}
                 }
                 model.sort_unstable();
-                prop_assert_eq!(h.peek().copied(), model.first().copied());
+                prop_assert_eq!(h.peek().map(as_pair), model.first().copied());
+                if let Some(t) = h.peek() {
+                    prop_assert_eq!(t.slot, t.low()); // slots move with keys
+                }
             }
         }
     }
 
     #[test]
-    fn tagged_orders_like_its_u128_key() {
+    fn tagged_packs_tag_and_tie_break() {
         let a = Tagged::new(1 << 64, 0, 0);
         let b = Tagged::new((1 << 64) - 1, 9, 9);
-        assert!(b < a);
-        assert_eq!(a.key(), 1 << 64);
-        assert!(Tagged::new(5, 1, 7) < Tagged::new(5, 2, 0));
+        assert!(b.key < a.key);
+        assert_eq!((a.tag(), b.tag(), b.low()), (1 << 64, (1 << 64) - 1, 9));
+        assert!(Tagged::new(5, 1, 7).key < Tagged::new(5, 2, 0).key);
+        assert_eq!(div_rem(7, 2), (3, 1));
+        assert_eq!(div_rem(1 << 70, 3), ((1 << 70) / 3, (1 << 70) % 3));
     }
 
     // ---- properties shared by the fair schedulers ---------------------

@@ -1,0 +1,91 @@
+//! The `qosnet` command as a user runs it.
+
+use assert_cmd::Command;
+
+fn qosnet() -> Command {
+    Command::cargo_bin("qosnet").unwrap()
+}
+
+#[test]
+fn sim_default_writes_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = qosnet()
+        .args(["sim", "--duration", "300ms", "--stats", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("tdp-1002") && text.contains("f1234") && text.contains("paper [ms]"), "{text}");
+    assert!(text.contains("engine:"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
+    for key in ["name", "sent", "received", "lost", "delay_ns", "jitter_ns"] {
+        assert!(json["flows"][0].get(key).is_some(), "flows[] lacks {key}");
+    }
+    for key in ["min", "mean", "p50", "p99", "p999", "max"] {
+        assert!(json["flows"][0]["delay_ns"].get(key).is_some(), "delay_ns lacks {key}");
+    }
+    for key in ["name", "bytes", "drops", "utilization"] {
+        assert!(json["links"][0].get(key).is_some(), "links[] lacks {key}");
+    }
+    for key in ["events", "wall_s", "sim_s"] {
+        assert!(json["engine"].get(key).is_some(), "engine lacks {key}");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("flows.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 6);
+    let svg = std::fs::read_to_string(dir.path().join("delay.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("f412"));
+}
+
+#[test]
+fn seed_replays_bit_for_bit() {
+    let run = || {
+        let out = qosnet()
+            .args(["sim", "scenarios/tdp-icc2006/fifo-482.toml", "--duration", "200ms", "--seed", "5", "--json"])
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let mut v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        v["engine"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn reproduce_tdp_prints_both_tables() {
+    let out = qosnet().args(["reproduce", "tdp", "--duration", "300ms"]).assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("Table I") && text.contains("Table II"), "{text}");
+    assert!(text.contains("3.10 ms") && text.contains("0.15 ms"), "paper figures missing: {text}");
+    assert!(text.contains("R2->R4"), "{text}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.toml");
+    std::fs::write(&f, "[scenario]\nname = \"x\"\nduration = \"1 lightyear\"\n").unwrap();
+    let a = qosnet().arg("sim").arg(&f).assert().code(2);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("bad.toml:3:") && err.contains("hint:"), "{err}");
+    let a = qosnet().args(["sim", "--set", "flow.nope.size=3"]).assert().code(2);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("no flow named `nope`"), "{err}");
+    qosnet().args(["sim", "/nonexistent/x.toml"]).assert().code(2);
+    qosnet().args(["reproduce", "nopaper"]).assert().code(2);
+    qosnet().args(["sim", "--frobnicate"]).assert().failure();
+}
+
+#[test]
+fn check_shows_routes_and_plan() {
+    let out = qosnet().args(["check", "scenarios/tdp-icc2006/tdp-482.toml"]).current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).assert().success().get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("ttl 64..=64") && text.contains("TDP reservation plan") && text.contains("3120 / 3125 B"), "{text}");
+}
