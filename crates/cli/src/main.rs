@@ -24,9 +24,11 @@ pub(crate) fn emit(s: &str) {
 }
 
 mod embedded;
+mod live;
 mod plot;
 mod report;
 mod reproduce;
+mod reproduce_ds;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +57,15 @@ enum Cmd {
     Reproduce(ReproduceArgs),
     /// Validate a scenario and show its network: addresses, routes, TDP plan.
     Check(ScenarioArgs),
+    /// Live network-namespace labs of scenarios, with qosnet routers (root).
+    Lab {
+        #[command(subcommand)]
+        cmd: live::LabCmd,
+    },
+    /// Send measurement UDP traffic (probe payloads) to a sink.
+    Gen(live::GenArgs),
+    /// Receive measurement traffic and print per-flow loss, delay, jitter.
+    Sink(live::SinkArgs),
 }
 
 #[derive(Args, Clone)]
@@ -91,7 +102,8 @@ struct SimArgs {
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// Which paper: `tdp` (ICC 2006 Tables I and II).
+    /// Which paper: `tdp` (ICC 2006 Tables I and II) or `diffserv`
+    /// (DEGEB Tables 4-1 and 4-3, Figure 4).
     pub paper: String,
     /// Override values in every run (e.g. --set scenario.duration=2s).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -140,6 +152,9 @@ fn main() -> ExitCode {
         Cmd::Sim(a) => cmd_sim(a),
         Cmd::Reproduce(a) => reproduce::run(a),
         Cmd::Check(a) => cmd_check(a),
+        Cmd::Lab { cmd } => live::lab_cmd(cmd),
+        Cmd::Gen(a) => live::gen(a),
+        Cmd::Sink(a) => live::sink(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -162,7 +177,11 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
     } else {
         outln!(
             "scenario {} ({}), seed {}, {} s simulated, warm-up {} s",
-            r.scenario, r.source, r.seed, r.duration_s, r.warmup_s
+            r.scenario,
+            r.source,
+            r.seed,
+            r.duration_s,
+            r.warmup_s
         );
         out!("{}", report::flow_table(&r, paper.as_ref()));
         if let Some(p) = &paper {
@@ -208,7 +227,10 @@ fn cmd_check(a: ScenarioArgs) -> Result<()> {
         for f in &net.nodes[i].ifaces {
             outln!(
                 "  port {}/{} mac {} -> {}",
-                f.ip, f.prefix_len, f.mac, sc.nodes[f.peer].name
+                f.ip,
+                f.prefix_len,
+                f.mac,
+                sc.nodes[f.peer].name
             );
         }
         for r in net.nodes[i].routes.iter() {

@@ -13,8 +13,9 @@ use crate::ReproduceArgs;
 pub fn run(a: ReproduceArgs) -> Result<()> {
     match a.paper.as_str() {
         "tdp" => tdp(&a),
+        "diffserv" => crate::reproduce_ds::diffserv(&a),
         other => {
-            bail!("unknown paper `{other}`; available: tdp (ICC 2006 TDP router, Tables I and II)")
+            bail!("unknown paper `{other}`; available: tdp (ICC 2006 TDP router, Tables I and II), diffserv (DEGEB Tables 4-1, 4-3, Figure 4)")
         }
     }
 }
@@ -85,11 +86,18 @@ fn tdp(a: &ReproduceArgs) -> Result<()> {
     ] {
         outln!(
             "\n{table} ({} s simulated per run, seed {})",
-            tdp.results.duration_s, tdp.results.seed
+            tdp.results.duration_s,
+            tdp.results.seed
         );
         outln!(
             "{:<8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
-            "flow", "paper FIFO", "qosnet FIFO", "paper TDP", "qosnet TDP", "lost FIFO", "lost TDP"
+            "flow",
+            "paper FIFO",
+            "qosnet FIFO",
+            "paper TDP",
+            "qosnet TDP",
+            "lost FIFO",
+            "lost TDP"
         );
         for (i, f) in tdp.results.flows.iter().enumerate() {
             let ff = &fifo.results.flows[i];

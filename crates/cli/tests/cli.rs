@@ -18,7 +18,10 @@ fn sim_default_writes_results() {
         .stdout
         .clone();
     let text = String::from_utf8(out).unwrap();
-    assert!(text.contains("tdp-1002") && text.contains("f1234") && text.contains("paper [ms]"), "{text}");
+    assert!(
+        text.contains("tdp-1002") && text.contains("f1234") && text.contains("paper [ms]"),
+        "{text}"
+    );
     assert!(text.contains("engine:"), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
@@ -26,7 +29,10 @@ fn sim_default_writes_results() {
         assert!(json["flows"][0].get(key).is_some(), "flows[] lacks {key}");
     }
     for key in ["min", "mean", "p50", "p99", "p999", "max"] {
-        assert!(json["flows"][0]["delay_ns"].get(key).is_some(), "delay_ns lacks {key}");
+        assert!(
+            json["flows"][0]["delay_ns"].get(key).is_some(),
+            "delay_ns lacks {key}"
+        );
     }
     for key in ["name", "bytes", "drops", "utilization"] {
         assert!(json["links"][0].get(key).is_some(), "links[] lacks {key}");
@@ -44,7 +50,15 @@ fn sim_default_writes_results() {
 fn seed_replays_bit_for_bit() {
     let run = || {
         let out = qosnet()
-            .args(["sim", "scenarios/tdp-icc2006/fifo-482.toml", "--duration", "200ms", "--seed", "5", "--json"])
+            .args([
+                "sim",
+                "scenarios/tdp-icc2006/fifo-482.toml",
+                "--duration",
+                "200ms",
+                "--seed",
+                "5",
+                "--json",
+            ])
             .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .assert()
             .success()
@@ -60,10 +74,19 @@ fn seed_replays_bit_for_bit() {
 
 #[test]
 fn reproduce_tdp_prints_both_tables() {
-    let out = qosnet().args(["reproduce", "tdp", "--duration", "300ms"]).assert().success().get_output().stdout.clone();
+    let out = qosnet()
+        .args(["reproduce", "tdp", "--duration", "300ms"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("Table I") && text.contains("Table II"), "{text}");
-    assert!(text.contains("3.10 ms") && text.contains("0.15 ms"), "paper figures missing: {text}");
+    assert!(
+        text.contains("3.10 ms") && text.contains("0.15 ms"),
+        "paper figures missing: {text}"
+    );
     assert!(text.contains("R2->R4"), "{text}");
 }
 
@@ -75,7 +98,10 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     let a = qosnet().arg("sim").arg(&f).assert().code(2);
     let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
     assert!(err.contains("bad.toml:3:") && err.contains("hint:"), "{err}");
-    let a = qosnet().args(["sim", "--set", "flow.nope.size=3"]).assert().code(2);
+    let a = qosnet()
+        .args(["sim", "--set", "flow.nope.size=3"])
+        .assert()
+        .code(2);
     let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
     assert!(err.contains("no flow named `nope`"), "{err}");
     qosnet().args(["sim", "/nonexistent/x.toml"]).assert().code(2);
@@ -85,7 +111,19 @@ fn bad_input_is_a_clear_error_not_a_panic() {
 
 #[test]
 fn check_shows_routes_and_plan() {
-    let out = qosnet().args(["check", "scenarios/tdp-icc2006/tdp-482.toml"]).current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).assert().success().get_output().stdout.clone();
+    let out = qosnet()
+        .args(["check", "scenarios/tdp-icc2006/tdp-482.toml"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let text = String::from_utf8(out).unwrap();
-    assert!(text.contains("ttl 64..=64") && text.contains("TDP reservation plan") && text.contains("3120 / 3125 B"), "{text}");
+    assert!(
+        text.contains("ttl 64..=64")
+            && text.contains("TDP reservation plan")
+            && text.contains("3120 / 3125 B"),
+        "{text}"
+    );
 }

@@ -22,7 +22,11 @@ fn meters(c: &mut Criterion) {
     let mut g = c.benchmark_group("meter");
     // 100 Mbit/s profiles fed 1000-byte packets at ~160 Mbit/s, so all
     // colours (and both branches of each test) occur.
-    fn run<M: Meter>(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str, mut m: M) {
+    fn run<M: Meter>(
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        name: &str,
+        mut m: M,
+    ) {
         let mut t = 0u64;
         g.bench_function(name, |b| {
             b.iter(|| {
@@ -31,9 +35,17 @@ fn meters(c: &mut Criterion) {
             })
         });
     }
-    run(&mut g, "token_bucket", TokenBucket::new(100_000_000, 15_000).unwrap());
+    run(
+        &mut g,
+        "token_bucket",
+        TokenBucket::new(100_000_000, 15_000).unwrap(),
+    );
     run(&mut g, "srtcm", SrTcm::new(100_000_000, 15_000, 30_000).unwrap());
-    run(&mut g, "trtcm", TrTcm::new(150_000_000, 30_000, 100_000_000, 15_000).unwrap());
+    run(
+        &mut g,
+        "trtcm",
+        TrTcm::new(150_000_000, 30_000, 100_000_000, 15_000).unwrap(),
+    );
     g.finish();
 }
 
@@ -55,6 +67,15 @@ fn fill(s: &mut dyn Scheduler, flows: u32) {
     }
 }
 
+fn make(name: &str) -> Box<dyn Scheduler> {
+    match name {
+        "wfq" => Box::new(Wfq::new(conf(), LINK_BPS).unwrap()),
+        "wf2q" => Box::new(Wf2q::new(conf()).unwrap()),
+        // Quantum of one maximum packet: O(1) per packet.
+        _ => Box::new(Drr::new(FairConf::per_flow(QueueConf::new(1_500, 16, 16 * 1_500))).unwrap()),
+    }
+}
+
 fn schedulers(c: &mut Criterion) {
     println!(
         "state per flow (bytes, queued packets excluded): wfq {}, wf2q {}, drr {}",
@@ -64,16 +85,11 @@ fn schedulers(c: &mut Criterion) {
     );
     let mut g = c.benchmark_group("sched_enq_deq");
     for &flows in &[10u32, 1_000, 100_000] {
-        let make: [(&str, Box<dyn Fn() -> Box<dyn Scheduler>>); 3] = [
-            ("wfq", Box::new(|| Box::new(Wfq::new(conf(), LINK_BPS).unwrap()))),
-            ("wf2q", Box::new(|| Box::new(Wf2q::new(conf()).unwrap()))),
-            ("drr", Box::new(|| Box::new(Drr::new(FairConf::per_flow(QueueConf::new(1_500, 16, 16 * 1_500))).unwrap()))),
-        ];
-        for (name, mk) in make.iter() {
-            let mut s = mk();
+        for name in ["wfq", "wf2q", "drr"] {
+            let mut s = make(name);
             fill(s.as_mut(), flows);
             let mut now = 0u64;
-            g.bench_with_input(BenchmarkId::new(*name, flows), &flows, |b, _| {
+            g.bench_with_input(BenchmarkId::new(name, flows), &flows, |b, _| {
                 b.iter(|| {
                     now += TX_NS;
                     let p = s.dequeue(Instant(now)).unwrap();

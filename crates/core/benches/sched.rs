@@ -44,7 +44,10 @@ fn benches(c: &mut Criterion) {
         let mut tf = 10u64;
         b.iter(|| {
             let now = ctr.tf_start(tf);
-            let meta = Meta { tdp_tf: Some(tf + 1), ..Meta::default() };
+            let meta = Meta {
+                tdp_tf: Some(tf + 1),
+                ..Meta::default()
+            };
             let _ = w.enqueue(Packet::new(data.clone(), meta), now);
             tf += 1;
             black_box(w.dequeue(ctr.tf_start(tf)));

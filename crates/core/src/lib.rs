@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arp;
+pub mod diffserv;
 pub mod icmp;
 pub mod meter;
 pub mod packet;

@@ -240,6 +240,35 @@ pub fn decrement_ttl(f: &mut [u8]) -> u8 {
     ip[8]
 }
 
+/// Set the TTL, keeping the header checksum valid (RFC 1624).
+pub fn set_ttl(f: &mut [u8], ttl: u8) {
+    if f.len() < ETH_HDR + IPV4_HDR {
+        return;
+    }
+    let ip = &mut f[ETH_HDR..];
+    let old = rd16(ip, 8);
+    ip[8] = ttl;
+    let new = rd16(ip, 8);
+    let c = checksum_adjust(rd16(ip, 10), old, new);
+    wr16(ip, 10, c);
+}
+
+/// Turn a UDP datagram around in place: swap IP addresses and UDP ports
+/// (the checksum is a sum, so a swap keeps it valid) and set the MACs.
+pub fn reflect_udp(f: &mut [u8], info: &Ipv4Info, src_mac: MacAddr, dst_mac: MacAddr) {
+    if f.len() < info.l4_offset() + 4 {
+        return;
+    }
+    set_eth_addrs(f, src_mac, dst_mac);
+    let ip = ETH_HDR;
+    for k in 0..4 {
+        f.swap(ip + 12 + k, ip + 16 + k);
+    }
+    let l4 = info.l4_offset();
+    f.swap(l4, l4 + 2);
+    f.swap(l4 + 1, l4 + 3);
+}
+
 /// Fields of a UDP datagram to build.
 #[derive(Clone, Copy, Debug)]
 pub struct UdpSpec {
@@ -350,6 +379,17 @@ mod tests {
         assert_eq!(parse_ipv4(&f).unwrap().ttl, 1);
         set_dscp(&mut f, 46);
         assert_eq!(parse_ipv4(&f).unwrap().dscp(), 46);
+    }
+
+    #[test]
+    fn reflect_and_ttl_keep_checksums() {
+        let mut f = build_udp(&spec(), 200, b"x");
+        let i = parse_ipv4(&f).unwrap();
+        reflect_udp(&mut f, &i, MacAddr::local(9), MacAddr::local(8));
+        set_ttl(&mut f, 3);
+        let r = parse_ipv4(&f).unwrap();
+        assert_eq!((r.src, r.dst, r.sport, r.dport, r.ttl), (i.dst, i.src, i.dport, i.sport, 3));
+        assert_eq!(eth_dst(&f), Some(MacAddr::local(8)));
     }
 
     #[test]

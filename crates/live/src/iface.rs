@@ -142,7 +142,8 @@ pub fn disable_offloads(ifname: &str) -> io::Result<()> {
     for &(_, _, set) in OFFLOADS {
         match ethtool(&fd, ifname, set, 0) {
             Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            // `ioctl` rewraps the error with context: match on the kind.
+            Err(e) if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
             Err(e) => return Err(e),
         }
     }

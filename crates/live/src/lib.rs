@@ -2,10 +2,10 @@
 //!
 //! Everything here talks to the Linux kernel — namespaces, veth pairs,
 //! AF_PACKET sockets, clocks, UDP sockets — so the sans-IO core never has
-//! to. The live router loop (in this crate, later) joins these pieces to
+//! to. The live router loop ([`router_loop`]) joins these pieces to
 //! `qosnet_core`'s `Router`: `handle_frame` for each frame a [`afpacket::Device`]
-//! receives, `poll_transmit` into `Device::send`, and [`clock::wait_until`]
-//! the router's `poll_at`.
+//! receives, `poll_transmit` into `Device::send`, and a wait until the
+//! router's `poll_at`.
 //!
 //! `unsafe` appears only around system calls, each with a SAFETY comment.
 
@@ -13,7 +13,9 @@ pub mod afpacket;
 pub mod clock;
 pub mod iface;
 pub mod lab;
+pub mod labrun;
 pub mod netns;
+pub mod router_loop;
 pub mod traffic;
 
 #[cfg(test)]

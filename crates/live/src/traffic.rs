@@ -162,6 +162,9 @@ pub struct GenConfig {
     /// ... or after this many packets, whichever comes first.
     pub count: Option<u64>,
     pub seed: u64,
+    /// Measurement window (CLOCK_REALTIME): packets scheduled inside it are
+    /// counted in [`GenReport::sent_measured`], to match a sink window.
+    pub measure: Option<(Instant, Instant)>,
 }
 
 impl GenConfig {
@@ -180,6 +183,7 @@ impl GenConfig {
             duration: Some(duration),
             count: None,
             seed: 1,
+            measure: None,
         }
     }
 }
@@ -190,6 +194,9 @@ pub struct GenReport {
     pub flow: u32,
     /// Datagrams the kernel accepted.
     pub sent: u64,
+    /// Of those, the ones sent inside [`GenConfig::measure`] (all of them
+    /// without a window).
+    pub sent_measured: u64,
     /// IP bytes of those datagrams.
     pub sent_ip_bytes: u64,
     /// Datagrams the kernel refused (each also counted by errno name).
@@ -279,6 +286,9 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
             Ok(_) => {
                 rep.sent += 1;
                 rep.sent_ip_bytes += size as u64;
+                if cfg.measure.is_none_or(|(a, b)| probe.tx_ns >= a.0 && probe.tx_ns < b.0) {
+                    rep.sent_measured += 1;
+                }
             }
             Err(e) => {
                 rep.send_errors += 1;
@@ -441,6 +451,14 @@ impl FlowStats {
         true
     }
 
+    /// The delay histogram as (value ns, count) pairs, for plots.
+    pub fn buckets(&self) -> Vec<(u64, u64)> {
+        self.hist
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
     /// Summarise; `sent` from the generator when known.
     pub fn report(&self, sent: Option<u64>) -> FlowReport {
         let n = self.received;
@@ -498,6 +516,8 @@ pub struct SinkCounters {
     pub socket_drops: u64,
     /// Datagrams without a kernel timestamp (received time taken by us).
     pub no_kernel_timestamp: u64,
+    /// Probes sent outside the sink's measurement window, not recorded.
+    pub outside_window: u64,
 }
 
 /// A UDP sink: one socket, any number of flows.
@@ -506,6 +526,7 @@ pub struct Sink {
     flows: BTreeMap<u32, FlowStats>,
     counters: SinkCounters,
     buf: Vec<u8>,
+    window: Option<(u64, u64)>,
 }
 
 impl Sink {
@@ -526,7 +547,15 @@ impl Sink {
             flows: BTreeMap::new(),
             counters: SinkCounters::default(),
             buf: vec![0u8; 65_536],
+            window: None,
         })
+    }
+
+    /// Record only probes whose send time is in `[from, to)` (the run
+    /// minus its warm-up, as the simulator measures); others are counted
+    /// as `outside_window`.
+    pub fn set_window(&mut self, from: Instant, to: Instant) {
+        self.window = Some((from.0, to.0));
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -618,6 +647,10 @@ impl Sink {
             self.counters.not_probe += 1;
             return Ok(());
         };
+        if self.window.is_some_and(|(a, b)| p.tx_ns < a || p.tx_ns >= b) {
+            self.counters.outside_window += 1;
+            return Ok(());
+        }
         let fs = self.flows.entry(p.flow).or_insert_with(|| FlowStats::new(p.flow));
         if !fs.record(&p, rx, len + IP_UDP_HDR, tos) {
             self.counters.bad_seq += 1;

@@ -2,6 +2,9 @@
 //! routers and schedulers, its flows and its run, and drives both the
 //! simulator and the live lab. See docs/scenario-format.md for every key.
 
+pub mod build;
+mod ds;
+pub mod dsbuild;
 pub mod load;
 pub mod model;
 pub mod raw;

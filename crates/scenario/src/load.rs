@@ -42,13 +42,18 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn err(&self, span: Range<usize>, msg: impl Into<String>, hint: impl Into<String>) -> ScenarioError {
+    pub(crate) fn err(
+        &self,
+        span: Range<usize>,
+        msg: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> ScenarioError {
         let (line, col) = line_col(self.text, span.start);
         ScenarioError {
             file: self.file.to_string(),
@@ -58,7 +63,7 @@ impl Ctx<'_> {
             hint: hint.into(),
         }
     }
-    fn dur(&self, v: &S<String>) -> Result<Duration, ScenarioError> {
+    pub(crate) fn dur(&self, v: &S<String>) -> Result<Duration, ScenarioError> {
         parse_duration(v.get_ref()).map_err(|e| {
             self.err(
                 v.span(),
@@ -67,7 +72,13 @@ impl Ctx<'_> {
             )
         })
     }
-    fn int<T: TryFrom<i64>>(&self, v: &S<i64>, lo: i64, hi: i64, what: &str) -> Result<T, ScenarioError> {
+    pub(crate) fn int<T: TryFrom<i64>>(
+        &self,
+        v: &S<i64>,
+        lo: i64,
+        hi: i64,
+        what: &str,
+    ) -> Result<T, ScenarioError> {
         let x = *v.get_ref();
         if x < lo || x > hi {
             return Err(self.err(
@@ -77,6 +88,16 @@ impl Ctx<'_> {
             ));
         }
         T::try_from(x).map_err(|_| self.err(v.span(), format!("{what} = {x} is out of range"), ""))
+    }
+}
+
+impl Ctx<'_> {
+    pub(crate) fn dscp(&self, name: &str, span: Range<usize>) -> Result<u8, ScenarioError> {
+        qosnet_core::diffserv::parse_dscp(name)
+            .map_err(|e| self.err(span, e, "DSCP names: EF, VA, AF11..AF43, CS0..CS7, BE, or 0..63"))
+    }
+    pub(crate) fn rate(&self, v: &str, span: Range<usize>) -> Result<u64, ScenarioError> {
+        parse_bitrate(v).map_err(|e| self.err(span, e, "e.g. \"30Mb/s\""))
     }
 }
 
@@ -572,12 +593,29 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
             .map(|v| cx.int(v, 2, 255, "ttl"))
             .transpose()?
             .unwrap_or(64);
-        let dscp: u8 = o
-            .dscp
-            .as_ref()
-            .map(|v| cx.int(v, 0, 63, "dscp"))
-            .transpose()?
-            .unwrap_or(0);
+        let dscp: u8 = match &o.dscp {
+            None => 0,
+            Some(v) => match v.get_ref() {
+                raw::DscpSpec::Number(n) if (0..=63).contains(n) => *n as u8,
+                raw::DscpSpec::Number(n) => {
+                    return Err(cx.err(
+                        v.span(),
+                        format!("dscp = {n} is out of range"),
+                        "use 0 to 63 or a name such as \"EF\" or \"AF11\"",
+                    ))
+                }
+                raw::DscpSpec::Name(n) => cx.dscp(n, v.span())?,
+            },
+        };
+        let echo = o.echo.as_ref().map(|b| *b.get_ref()).unwrap_or(false);
+        if echo && from == to {
+            let sp = o.echo.as_ref().map(|b| b.span()).unwrap_or(span.clone());
+            return Err(cx.err(
+                sp,
+                format!("echo flow `{name}` starts and ends at the same host"),
+                "an echo flow needs a distinct destination that answers",
+            ));
+        }
         let loops: u32 = fl
             .loops
             .as_ref()
@@ -588,7 +626,7 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
         // Path: given (ring or chain), or none (shortest path at build time).
         let mut path = Vec::new();
         let mut ring = false;
-        if let Some(p) = &fl.path {
+        if let Some(p) = &o.path {
             for v in p.get_ref() {
                 let n = lookup(v, "path node")?;
                 if !nodes[n].is_router() {
@@ -708,8 +746,13 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
             if v.len() != need {
                 return Err(cx.err(
                     sp,
-                    format!("slots lists {} TFs but flow `{name}` sends {need} packets per time cycle", v.len()),
-                    format!("list exactly {need} TFs (one per packet), or remove slots to let qosnet plan them"),
+                    format!(
+                        "slots lists {} TFs but flow `{name}` sends {need} packets per time cycle",
+                        v.len()
+                    ),
+                    format!(
+                        "list exactly {need} TFs (one per packet), or remove slots to let qosnet plan them"
+                    ),
                 ));
             }
         }
@@ -743,6 +786,7 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
             tdp: tdp_flag,
             tdp_delay,
             slots,
+            echo,
         });
     }
 
@@ -785,6 +829,11 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
         });
     }
 
+    let diffserv = match &f.diffserv {
+        None => DiffServParams::default(),
+        Some(d) => crate::ds::diffserv(cx, d.get_ref(), &names, &nodes, &links)?,
+    };
+
     Ok(Scenario {
         name: h.name.clone(),
         description: h.description.clone(),
@@ -798,6 +847,7 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
         links,
         flows,
         routes,
+        diffserv,
         paper: f.paper,
     })
 }

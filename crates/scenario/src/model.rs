@@ -25,7 +25,95 @@ pub struct Scenario {
     pub links: Vec<Link>,
     pub flows: Vec<Flow>,
     pub routes: Vec<StaticRoute>,
+    pub diffserv: DiffServParams,
     pub paper: Option<Paper>,
+}
+
+/// `[diffserv]`, validated. Rates in bit/s, bursts in bytes.
+#[derive(Clone, Debug)]
+pub struct DiffServParams {
+    /// EF rate limit per port; `None` = 30% of the port's link.
+    pub ef_rate_bps: Option<u64>,
+    pub ef_burst: u64,
+    pub af_weights: [u32; 4],
+    pub be_weight: u32,
+    pub wred: bool,
+    /// DSCP → PHB name overrides ("EF", "AF1".."AF4", "BE", "NC").
+    pub phb_overrides: Vec<(u8, String)>,
+    pub profiles: Vec<DsProfileSpec>,
+    pub rules: Vec<DsRuleSpec>,
+}
+
+impl Default for DiffServParams {
+    fn default() -> Self {
+        DiffServParams {
+            ef_rate_bps: None,
+            ef_burst: 15_000,
+            af_weights: [4, 3, 2, 1],
+            be_weight: 1,
+            wred: true,
+            phb_overrides: Vec::new(),
+            profiles: Vec::new(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum DsKind {
+    Mark(u8),
+    /// (DSCP, rate bit/s, burst bytes) per step, AFx1 → AFx2 → AFx3.
+    Ladder(Vec<(u8, u64, u64)>),
+    Tcm {
+        two_rate: bool,
+        cir_bps: u64,
+        cbs: u64,
+        ebs: u64,
+        pir_bps: u64,
+        pbs: u64,
+        aware: bool,
+        green: u8,
+        yellow: Option<u8>,
+        red: Option<u8>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DsExceed {
+    Drop,
+    Remark(u8),
+    Shape(usize),
+    Pass,
+}
+
+#[derive(Clone, Debug)]
+pub struct DsProfileSpec {
+    pub name: String,
+    pub kind: DsKind,
+    pub exceed: DsExceed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrSpec {
+    Prefix(Ipv4Addr, u8),
+    /// A node's address (a host's only interface).
+    Node(usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct DsRuleSpec {
+    pub name: String,
+    /// Routers applying the rule (edge routers).
+    pub nodes: Vec<usize>,
+    pub profile: usize,
+    pub src: Option<AddrSpec>,
+    pub dst: Option<AddrSpec>,
+    pub proto: Option<u8>,
+    pub sport: Option<(u16, u16)>,
+    pub dport: Option<(u16, u16)>,
+    pub dscp: Option<Vec<u8>>,
+    /// Only packets arriving from this neighbour.
+    pub in_node: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -43,15 +131,26 @@ pub enum SchedKind {
     Fifo,
     Tdp,
     Prio,
+    /// DiffServ PHBs: NC and rate-limited EF strict priority, AF1–AF4 and
+    /// BE weighted fair, WRED by drop precedence (RFC 2597/3246).
+    DiffServ,
+    /// Per-flow (5-tuple) fair queueing with equal weights.
+    Wfq,
+    Wf2q,
+    Drr,
 }
 
 impl SchedKind {
-    pub const NAMES: &'static str = "fifo, prio, tdp";
+    pub const NAMES: &'static str = "fifo, prio, tdp, diffserv, wfq, wf2q, drr";
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "fifo" => SchedKind::Fifo,
             "tdp" => SchedKind::Tdp,
             "prio" => SchedKind::Prio,
+            "diffserv" => SchedKind::DiffServ,
+            "wfq" => SchedKind::Wfq,
+            "wf2q" => SchedKind::Wf2q,
+            "drr" => SchedKind::Drr,
             _ => return None,
         })
     }
@@ -60,6 +159,10 @@ impl SchedKind {
             SchedKind::Fifo => "fifo",
             SchedKind::Tdp => "tdp",
             SchedKind::Prio => "prio",
+            SchedKind::DiffServ => "diffserv",
+            SchedKind::Wfq => "wfq",
+            SchedKind::Wf2q => "wf2q",
+            SchedKind::Drr => "drr",
         }
     }
 }
@@ -183,6 +286,8 @@ pub struct Flow {
     pub tdp: bool,
     pub tdp_delay: Option<u32>,
     pub slots: Option<Vec<u32>>,
+    /// The destination echoes each packet; delays are round-trip times.
+    pub echo: bool,
 }
 
 impl Flow {

@@ -23,7 +23,107 @@ pub struct File {
     pub flows: Vec<S<Flow>>,
     #[serde(default, rename = "route")]
     pub routes: Vec<S<RouteEntry>>,
+    pub diffserv: Option<S<DiffServ>>,
     pub paper: Option<Paper>,
+}
+
+/// `[diffserv]`: PHB scheduler settings, DSCP → PHB overrides, traffic
+/// profiles and multi-field rules of edge routers (seed 004, RFC 2475).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct DiffServ {
+    pub ef_rate: Option<S<String>>,
+    pub ef_burst: Option<S<i64>>,
+    pub af_weights: Option<S<Vec<i64>>>,
+    pub be_weight: Option<S<i64>>,
+    pub wred: Option<bool>,
+    pub phb: Option<S<BTreeMap<String, String>>>,
+    #[serde(default, rename = "profile")]
+    pub profiles: Vec<S<DsProfile>>,
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<S<DsRule>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct DsProfile {
+    pub name: S<String>,
+    pub mark: Option<S<String>>,
+    pub ladder: Option<S<Vec<DsStep>>>,
+    pub tcm: Option<S<DsTcm>>,
+    pub exceed: Option<S<String>>,
+    pub exceed_dscp: Option<S<String>>,
+    pub shape_queue: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct DsStep {
+    pub dscp: String,
+    pub rate: String,
+    pub burst: i64,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct DsTcm {
+    pub kind: String,
+    pub cir: String,
+    pub cbs: i64,
+    pub ebs: Option<i64>,
+    pub pir: Option<String>,
+    pub pbs: Option<i64>,
+    #[serde(default)]
+    pub aware: bool,
+    pub green: String,
+    pub yellow: String,
+    pub red: String,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn items(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum PortSpec {
+    One(i64),
+    Range(Vec<i64>),
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum ProtoSpec {
+    Name(String),
+    Number(i64),
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct DsRule {
+    pub name: S<String>,
+    pub nodes: Option<S<Vec<String>>>,
+    pub profile: S<String>,
+    pub src: Option<S<String>>,
+    pub dst: Option<S<String>>,
+    pub proto: Option<S<ProtoSpec>>,
+    pub sport: Option<S<PortSpec>>,
+    pub dport: Option<S<PortSpec>>,
+    pub dscp: Option<S<OneOrMany>>,
+    #[serde(rename = "in")]
+    pub in_: Option<S<String>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -104,8 +204,11 @@ pub struct FlowOpts {
     pub start: Option<S<String>>,
     pub stop: Option<S<String>>,
     pub ttl: Option<S<i64>>,
-    pub dscp: Option<S<i64>>,
+    pub dscp: Option<S<DscpSpec>>,
     pub tdp: Option<S<bool>>,
+    pub echo: Option<S<bool>>,
+    /// Default path for flows that give none.
+    pub path: Option<S<Vec<S<String>>>>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -209,8 +312,17 @@ pub struct Flow {
     pub start: Option<S<String>>,
     pub stop: Option<S<String>>,
     pub ttl: Option<S<i64>>,
-    pub dscp: Option<S<i64>>,
+    pub dscp: Option<S<DscpSpec>>,
     pub tdp: Option<S<bool>>,
+    /// The destination echoes every packet back: delays are round trips.
+    pub echo: Option<S<bool>>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum DscpSpec {
+    Number(i64),
+    Name(String),
 }
 
 impl Flow {
@@ -226,6 +338,8 @@ impl Flow {
             ttl: self.ttl.clone().or(d.ttl.clone()),
             dscp: self.dscp.clone().or(d.dscp.clone()),
             tdp: self.tdp.clone().or(d.tdp.clone()),
+            echo: self.echo.clone().or(d.echo.clone()),
+            path: self.path.clone().or(d.path.clone()),
         }
     }
 }

@@ -26,6 +26,11 @@ pub struct FlowResult {
     pub jitter_ns: u64,
     /// Received IP bits per second over the measurement interval.
     pub throughput_bps: f64,
+    /// What `delay_ns` measures: `"one-way"`, or `"rtt"` for echo flows.
+    pub delay_kind: String,
+    /// Packets received per TOS/DS byte (hex, e.g. "0x28"): re-marking
+    /// and TDP stamps as the receiver saw them.
+    pub tos_received: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Default)]

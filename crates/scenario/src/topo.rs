@@ -279,13 +279,19 @@ ttl = 20
     fn ring_loops_follow_ttl_routes() {
         let sc = load_str("ring", RING, &[]).unwrap();
         let net = Network::build(&sc).unwrap();
-        let names: Vec<&str> = net.hops[0].iter().map(|h| sc.nodes[h.node].name.as_str()).collect();
+        let names: Vec<&str> = net.hops[0]
+            .iter()
+            .map(|h| sc.nodes[h.node].name.as_str())
+            .collect();
         assert_eq!(names, ["A", "B", "C", "A", "B", "C", "A", "B", "C", "A"]);
         let ttls: Vec<u8> = net.hops[0].iter().map(|h| h.ttl).collect();
         assert_eq!(ttls, (11..=20).rev().collect::<Vec<u8>>());
         // The last visit leaves towards the host.
         let last = net.hops[0].last().unwrap();
-        assert_eq!(net.nodes[last.node].ifaces[last.port].peer, sc.node_index("h").unwrap());
+        assert_eq!(
+            net.nodes[last.node].ifaces[last.port].peer,
+            sc.node_index("h").unwrap()
+        );
         // Every router reaches every link subnet.
         for r in 0..3 {
             for l in &sc.links {

@@ -195,3 +195,54 @@ fn set_overrides() {
     let e = load_str("x.toml", BASE, &["flow.f.size=5".into()]).unwrap_err();
     assert!(e.msg.contains("not a valid IP packet size"), "{e}");
 }
+
+const DS: &str = r#"
+[diffserv]
+af_weights = [4, 3, 2, 1]
+
+[[diffserv.profile]]
+name = "af1"
+ladder = [{ dscp = "AF11", rate = "30Mb/s", burst = 15000 }, { dscp = "AF12", rate = "25Mb/s", burst = 15000 }]
+exceed = "drop"
+
+[[diffserv.rule]]
+name = "all-af1"
+nodes = ["R1"]
+dscp = ["AF11", "AF12"]
+profile = "af1"
+"#;
+
+fn ds(extra: &str) -> String {
+    format!("{BASE}{DS}{extra}")
+}
+
+#[test]
+fn diffserv_config_is_checked() {
+    let ok = load_str("x.toml", &ds(""), &[]).unwrap();
+    assert_eq!(ok.diffserv.rules.len(), 1);
+    let t = ds("").replace("af_weights = [4, 3, 2, 1]", "af_weights = [4, 0, 2, 1]");
+    check(&t, "af_weights", "four positive weights");
+    let t = ds("").replace("\"AF12\", rate", "\"AF99\", rate");
+    check(&t, "ladder =", "AF99");
+    let t = ds("").replace("rate = \"25Mb/s\"", "rate = \"250Mb/s\"");
+    check(&t, "ladder =", "above link capacity");
+    let t = ds("").replace("profile = \"af1\"", "profile = \"af9\"");
+    check(&t, "profile = \"af9\"", "no profile named");
+    let t = ds("").replace("dscp = [\"AF11\", \"AF12\"]", "dscp = \"XX\"");
+    check(&t, "dscp = \"XX\"", "XX");
+    let t = ds("").replace("exceed = \"drop\"", "exceed = \"explode\"");
+    check(&t, "explode", "unknown exceed action");
+}
+
+#[test]
+fn shadowed_diffserv_rules_are_refused_with_names() {
+    use qosnet_scenario::topo::Network;
+    // `narrow` can never match: `all-af1` before it matches everything it does.
+    let t = ds("[[diffserv.rule]]\nname = \"narrow\"\nnodes = [\"R1\"]\ndscp = \"AF11\"\nproto = \"udp\"\nprofile = \"af1\"\n");
+    let sc = load_str("x.toml", &t, &[]).unwrap();
+    let net = Network::build(&sc).unwrap();
+    let e = qosnet_scenario::dsbuild::classifier(&sc, &net, 0)
+        .err()
+        .expect("shadowed rule must be refused");
+    assert!(e.contains("narrow") && e.contains("all-af1"), "{e}");
+}

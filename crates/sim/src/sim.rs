@@ -127,7 +127,15 @@ impl Sim {
         extra: std::collections::BTreeMap<String, serde_json::Value>,
     ) -> Sim {
         let n = nodes.len();
-        let flows = sc.flows.iter().map(|f| FlowStat::new(f.name.clone())).collect();
+        let flows = sc
+            .flows
+            .iter()
+            .map(|f| {
+                let mut s = FlowStat::new(f.name.clone());
+                s.rtt = f.echo;
+                s
+            })
+            .collect();
         let flow_hdr = sc
             .flows
             .iter()
@@ -298,13 +306,20 @@ impl Sim {
                 let probe = Probe::decode(wire::udp_payload(&pkt.data, &info));
                 match probe {
                     Some(p) if info.dst == h.ip && (p.flow as usize) < self.flows.len() => {
-                        self.flows[p.flow as usize].total_received += 1;
+                        let f = p.flow as usize;
+                        if self.sc.flows[f].echo && self.sc.flows[f].to == i {
+                            // Echo request: send it back with its DS byte,
+                            // as a ping responder or iperf's peer would.
+                            let mut data = pkt.data;
+                            wire::reflect_udp(&mut data, &info, h.mac, h.peer_mac);
+                            wire::set_ttl(&mut data, 64);
+                            let _ = h.nic.enqueue(Packet::new(data, pkt.meta), now);
+                            self.service(i);
+                            return;
+                        }
+                        self.flows[f].total_received += 1;
                         if p.tx_ns >= self.sc.warmup.as_nanos() && p.tx_ns < self.sc.duration.as_nanos() {
-                            self.flows[p.flow as usize].record(
-                                p.seq,
-                                now.as_nanos() - p.tx_ns,
-                                info.total_len,
-                            );
+                            self.flows[f].record(p.seq, now.as_nanos() - p.tx_ns, info.total_len, info.tos);
                         }
                     }
                     _ => h.misdelivered += 1,

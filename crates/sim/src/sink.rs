@@ -14,6 +14,9 @@ pub struct FlowStat {
     pub total_received: u64,
     pub recv_ip_bytes: u64,
     pub reordered: u64,
+    /// Delays are round trips (echo flow).
+    pub rtt: bool,
+    tos: std::collections::BTreeMap<u8, u64>,
     max_seq: Option<u64>,
     hist: Histogram<u64>,
     sum: u128,
@@ -30,6 +33,8 @@ impl FlowStat {
             total_received: 0,
             recv_ip_bytes: 0,
             reordered: 0,
+            rtt: false,
+            tos: Default::default(),
             max_seq: None,
             hist: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds"),
             sum: 0,
@@ -38,8 +43,9 @@ impl FlowStat {
         }
     }
 
-    pub fn record(&mut self, seq: u64, delay_ns: u64, ip_bytes: usize) {
+    pub fn record(&mut self, seq: u64, delay_ns: u64, ip_bytes: usize, tos: u8) {
         self.received += 1;
+        *self.tos.entry(tos).or_default() += 1;
         self.recv_ip_bytes += ip_bytes as u64;
         match self.max_seq {
             Some(m) if seq < m => self.reordered += 1,
@@ -78,6 +84,8 @@ impl FlowStat {
             } else {
                 0.0
             },
+            delay_kind: if self.rtt { "rtt" } else { "one-way" }.into(),
+            tos_received: self.tos.iter().map(|(t, n)| (format!("0x{t:02x}"), *n)).collect(),
         }
     }
 
@@ -99,13 +107,14 @@ mod tests {
         let mut f = FlowStat::new("f".into());
         f.sent = 5;
         for (seq, d) in [(0, 1000), (2, 3000), (1, 2000), (3, 1500)] {
-            f.record(seq, d, 500);
+            f.record(seq, d, 500, 0x28);
         }
         let r = f.result(1.0);
         assert_eq!((r.sent, r.received, r.lost, r.reordered), (5, 4, 1, 1));
         assert_eq!((r.delay_ns.min, r.delay_ns.max, r.jitter_ns), (1000, 3000, 2000));
         assert!((r.delay_ns.mean - 1875.0).abs() < 1e-9);
         assert_eq!(r.throughput_bps, 4.0 * 500.0 * 8.0);
+        assert_eq!(r.tos_received.get("0x28"), Some(&4));
         let empty = FlowStat::new("e".into()).result(1.0);
         assert_eq!((empty.jitter_ns, empty.delay_ns.max), (0, 0));
     }

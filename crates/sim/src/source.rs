@@ -104,7 +104,14 @@ mod tests {
     #[test]
     fn cbr_has_exact_phase_and_period() {
         let mut rng = StdRng::seed_from_u64(1);
-        let mut s = Source::new(0, Pattern::Cbr, SizeDist::Fixed(100), 800.0, Duration::from_micros(250), Duration::from_millis(10));
+        let mut s = Source::new(
+            0,
+            Pattern::Cbr,
+            SizeDist::Fixed(100),
+            800.0,
+            Duration::from_micros(250),
+            Duration::from_millis(10),
+        );
         let t = times(&mut s, &mut rng);
         assert_eq!(t[0], 250_000);
         assert!(t.windows(2).all(|w| w[1] - w[0] == 1_250_000), "{t:?}");
@@ -114,16 +121,36 @@ mod tests {
     #[test]
     fn poisson_mean_rate() {
         let mut rng = StdRng::seed_from_u64(7);
-        let mut s = Source::new(0, Pattern::Poisson, SizeDist::Fixed(100), 10_000.0, Duration::ZERO, Duration::from_secs(2));
+        let mut s = Source::new(
+            0,
+            Pattern::Poisson,
+            SizeDist::Fixed(100),
+            10_000.0,
+            Duration::ZERO,
+            Duration::from_secs(2),
+        );
         let n = times(&mut s, &mut rng).len() as f64;
-        assert!((n - 20_000.0).abs() < 20_000.0 * 0.03, "{n} packets in 2 s at 10 kpps");
+        assert!(
+            (n - 20_000.0).abs() < 20_000.0 * 0.03,
+            "{n} packets in 2 s at 10 kpps"
+        );
     }
 
     #[test]
     fn onoff_sends_only_in_on_periods() {
         let mut rng = StdRng::seed_from_u64(1);
-        let p = Pattern::OnOff { on: Duration::from_millis(1), off: Duration::from_millis(3) };
-        let mut s = Source::new(0, p, SizeDist::Fixed(100), 10_000.0, Duration::ZERO, Duration::from_millis(40));
+        let p = Pattern::OnOff {
+            on: Duration::from_millis(1),
+            off: Duration::from_millis(3),
+        };
+        let mut s = Source::new(
+            0,
+            p,
+            SizeDist::Fixed(100),
+            10_000.0,
+            Duration::ZERO,
+            Duration::from_millis(40),
+        );
         let t = times(&mut s, &mut rng);
         assert!(t.iter().all(|x| x % 4_000_000 < 1_000_000), "{t:?}");
         assert_eq!(t.len(), 10 * 10);
@@ -132,7 +159,14 @@ mod tests {
     #[test]
     fn imix_mix() {
         let mut rng = StdRng::seed_from_u64(3);
-        let s = Source::new(0, Pattern::Cbr, SizeDist::Imix, 1.0, Duration::ZERO, Duration::from_secs(1));
+        let s = Source::new(
+            0,
+            Pattern::Cbr,
+            SizeDist::Imix,
+            1.0,
+            Duration::ZERO,
+            Duration::from_secs(1),
+        );
         let sizes: Vec<usize> = (0..12_000).map(|_| s.size(&mut rng)).collect();
         let big = sizes.iter().filter(|&&x| x == 1500).count() as f64 / 12_000.0;
         let small = sizes.iter().filter(|&&x| x == 40).count() as f64 / 12_000.0;

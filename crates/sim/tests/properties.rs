@@ -82,7 +82,12 @@ proptest! {
 
 #[test]
 fn same_seed_same_run_bit_for_bit() {
-    let text = chain(3, "fifo", &[(500, 9000, 0), (1200, 4000, 37)], "[defaults.flow]\npattern = \"poisson\"");
+    let text = chain(
+        3,
+        "fifo",
+        &[(500, 9000, 0), (1200, 4000, 37)],
+        "[defaults.flow]\npattern = \"poisson\"",
+    );
     let run = |seed: u64| {
         let sc = load_str("chain", &text, &[format!("scenario.seed={seed}")]).unwrap();
         let mut r = Sim::new(sc).unwrap().run();

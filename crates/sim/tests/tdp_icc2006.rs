@@ -3,14 +3,17 @@
 //! (§IV-B). FIFO: jitter clearly above TDP's (§IV-C: "an order of
 //! magnitude"). Runs are 2 s instead of 10 min; the claims are per packet.
 
-use qosnet_scenario::results::Results;
 use qosnet_scenario::load_file;
+use qosnet_scenario::results::Results;
 use qosnet_sim::Sim;
 
 const TF_NS: u64 = 250_000;
 
 fn run(name: &str, sets: &[&str]) -> Results {
-    let path = format!("{}/../../scenarios/tdp-icc2006/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../scenarios/tdp-icc2006/{name}.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let mut s: Vec<String> = vec!["scenario.duration=2s".into()];
     s.extend(sets.iter().map(|x| x.to_string()));
     let sc = load_file(&path, &s).unwrap_or_else(|e| panic!("{e}"));
@@ -26,7 +29,12 @@ fn check_tdp(r: &Results) {
         assert!(f.sent > 600, "{}: only {} packets sent", f.name, f.sent);
         assert_eq!(f.lost, 0, "{}: TDP lost packets", f.name);
         assert_eq!(f.received, f.sent, "{}", f.name);
-        assert!(f.jitter_ns < 2 * TF_NS, "{}: TDP jitter {} ns not below 2 TF", f.name, f.jitter_ns);
+        assert!(
+            f.jitter_ns < 2 * TF_NS,
+            "{}: TDP jitter {} ns not below 2 TF",
+            f.name,
+            f.jitter_ns
+        );
     }
     for l in &r.links {
         assert_eq!(l.drops, 0, "{}: drops {:?}", l.name, l.drops_by_reason);
@@ -99,7 +107,10 @@ fn tdp_padding_keeps_idle_links_stamped() {
 fn tdp_tolerates_small_clock_offsets() {
     // A router whose CTR is 20 us off still meets the bound (the paper's
     // footnote 2: a certain synchronisation error is tolerated).
-    let r = run("tdp-1002", &["node.R2.clock_offset=20us", "node.R4.clock_offset=-15us"]);
+    let r = run(
+        "tdp-1002",
+        &["node.R2.clock_offset=20us", "node.R4.clock_offset=-15us"],
+    );
     check_tdp(&r);
 }
 
@@ -108,8 +119,19 @@ fn too_small_forwarding_delay_is_visible() {
     // With 300 us of propagation, d = 1 leaves no time for a packet to
     // reach the next router before its forwarding TF: TDP drops the late
     // packets and counts them (rule (i) of §II-B violated).
-    let r = run("tdp-1002", &["defaults.router.tdp_delay=1", "defaults.link.delay=300us", "scenario.duration=300ms"]);
-    let late: u64 = r.links.iter().map(|l| l.drops_by_reason.get("tf_late").copied().unwrap_or(0)).sum();
+    let r = run(
+        "tdp-1002",
+        &[
+            "defaults.router.tdp_delay=1",
+            "defaults.link.delay=300us",
+            "scenario.duration=300ms",
+        ],
+    );
+    let late: u64 = r
+        .links
+        .iter()
+        .map(|l| l.drops_by_reason.get("tf_late").copied().unwrap_or(0))
+        .sum();
     assert!(late > 0, "expected tf_late drops with d = 1");
 }
 
@@ -127,12 +149,18 @@ fn non_immediate_forwarding_per_flow_delay() {
     // each (4 vs 3); the edge wait may differ by less than a period.
     let extra = n.delay_ns.min as i64 - b.delay_ns.min as i64;
     let expect = 16 * TF_NS as i64;
-    assert!((extra - expect).abs() < 5 * TF_NS as i64, "extra delay {extra} ns, expected about {expect}");
+    assert!(
+        (extra - expect).abs() < 5 * TF_NS as i64,
+        "extra delay {extra} ns, expected about {expect}"
+    );
 }
 
 #[test]
 fn hand_typed_overbooking_is_refused() {
-    let path = format!("{}/../../scenarios/tdp-icc2006/tdp-1002.toml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../scenarios/tdp-icc2006/tdp-1002.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     // Pinned by hand: R1->R2 in TF 9 would carry f1234 (slot 9), f123
     // (slot 9), f123's second loop (slot 0 + 3 hops x 3 TFs) and f412
     // (slot 6 + 1 hop x 3 TFs): four 1040-byte frames, one more than a
@@ -144,5 +172,8 @@ fn hand_typed_overbooking_is_refused() {
     ];
     let sc = load_file(&path, &sets).unwrap();
     let e = Sim::new(sc).err().expect("overbooked plan must be refused");
-    assert!(e.contains("overbooked") && e.contains("->") && e.contains(" B"), "{e}");
+    assert!(
+        e.contains("overbooked") && e.contains("->") && e.contains(" B"),
+        "{e}"
+    );
 }

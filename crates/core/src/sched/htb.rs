@@ -246,7 +246,7 @@ impl Htb {
                 parent[i] = Some(pi);
             }
         }
-        for i in 0..cs.len() {
+        for (i, c) in cs.iter().enumerate() {
             let (mut a, mut depth) = (i, 1);
             while let Some(p) = parent[a] {
                 a = p;
@@ -254,7 +254,7 @@ impl Htb {
                 if depth > HTB_MAX_DEPTH {
                     return Err(format!(
                         "htb: class {} is in a parent cycle or deeper than {HTB_MAX_DEPTH} levels",
-                        cs[i].id
+                        c.id
                     ));
                 }
             }

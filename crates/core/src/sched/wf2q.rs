@@ -236,7 +236,7 @@ mod tests {
         // they all finish under GPS no later than the small flows' ones.
         let mut w = Wfq::new(conf(), 1_000_000_000).unwrap();
         load(&mut w);
-        let want: Vec<u16> = std::iter::repeat(0).take(10).chain(1..=10).collect();
+        let want: Vec<u16> = vec![0; 10].into_iter().chain(1..=10).collect();
         assert_eq!(flows_in_order(&mut w), want);
     }
 

@@ -484,14 +484,22 @@ impl Tagged {
     }
 }
 
-/// Implicit 4-ary min-heap of [`Tagged`], keys and slots in separate
-/// arrays. Four children per node halve the depth of a binary heap, their
-/// keys share a cache line or two, and the smallest child is picked by a
-/// branch-free tournament — what keeps 100 000-flow heaps fast.
+/// Implicit 4-ary min-heap of [`Tagged`]. Four children per node halve
+/// the depth of a binary heap; the children of node n (logical indices
+/// 4n+1 ..= 4n+4) are stored together as group n, one 64-byte-aligned
+/// cache line of keys, so a sift touches one line of keys per level; the
+/// smallest child is picked by a branch-free tournament. This is what
+/// keeps 100 000-flow heaps fast. The root lives outside the groups.
 pub(crate) struct KeyHeap {
-    keys: Vec<u128>,
-    slots: Vec<u32>,
+    len: usize,
+    root: Tagged,
+    keys: Vec<Keys4>,
+    slots: Vec<[u32; 4]>,
 }
+
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Keys4([u128; 4]);
 
 impl KeyHeap {
     /// Bytes one entry occupies (key and slot arrays).
@@ -499,40 +507,73 @@ impl KeyHeap {
 
     pub fn new() -> Self {
         KeyHeap {
+            len: 0,
+            root: Tagged { key: 0, slot: 0 },
             keys: Vec::new(),
             slots: Vec::new(),
         }
     }
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.len == 0
     }
     pub fn peek(&self) -> Option<Tagged> {
-        Some(Tagged {
-            key: *self.keys.first()?,
-            slot: self.slots[0],
-        })
+        (self.len > 0).then_some(self.root)
+    }
+    #[inline(always)]
+    fn key(&self, n: usize) -> u128 {
+        if n == 0 {
+            self.root.key
+        } else {
+            self.keys[(n - 1) >> 2].0[(n - 1) & 3]
+        }
+    }
+    #[inline(always)]
+    fn get(&self, n: usize) -> Tagged {
+        if n == 0 {
+            self.root
+        } else {
+            let (g, l) = ((n - 1) >> 2, (n - 1) & 3);
+            Tagged {
+                key: self.keys[g].0[l],
+                slot: self.slots[g][l],
+            }
+        }
+    }
+    #[inline(always)]
+    fn set(&mut self, n: usize, x: Tagged) {
+        if n == 0 {
+            self.root = x;
+        } else {
+            let (g, l) = ((n - 1) >> 2, (n - 1) & 3);
+            self.keys[g].0[l] = x.key;
+            self.slots[g][l] = x.slot;
+        }
     }
     pub fn push(&mut self, x: Tagged) {
-        self.keys.push(x.key);
-        self.slots.push(x.slot);
-        let mut i = self.keys.len() - 1;
+        let mut i = self.len;
+        self.len += 1;
+        if i > 0 && (i - 1) >> 2 == self.keys.len() {
+            self.keys.push(Keys4([0; 4]));
+            self.slots.push([0; 4]);
+        }
         while i > 0 {
             let p = (i - 1) / 4;
-            if self.keys[p] <= x.key {
+            if self.key(p) <= x.key {
                 break;
             }
-            self.keys[i] = self.keys[p];
-            self.slots[i] = self.slots[p];
+            let up = self.get(p);
+            self.set(i, up);
             i = p;
         }
-        self.keys[i] = x.key;
-        self.slots[i] = x.slot;
+        self.set(i, x);
     }
     pub fn pop(&mut self) -> Option<Tagged> {
-        let key = self.keys.pop()?;
-        let slot = self.slots.pop()?;
-        let last = Tagged { key, slot };
-        if self.keys.is_empty() {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        let last = self.get(self.len);
+        if self.len == 0 {
             return Some(last);
         }
         Some(self.replace_top(last))
@@ -540,23 +581,21 @@ impl KeyHeap {
     /// Replaces the minimum by `x` and restores the heap: one sift instead
     /// of a pop and a push.
     pub fn replace_top(&mut self, x: Tagged) -> Tagged {
-        let top = Tagged {
-            key: self.keys[0],
-            slot: self.slots[0],
-        };
-        let n = self.keys.len();
-        let k = &mut self.keys;
+        let top = self.root;
+        let n = self.len;
         let mut i = 0;
         loop {
             let c = 4 * i + 1;
             let (m, km) = if c + 4 <= n {
-                let (a, ka) = min_of(c, k[c], c + 1, k[c + 1]);
-                let (b, kb) = min_of(c + 2, k[c + 2], c + 3, k[c + 3]);
+                let k = &self.keys[i].0;
+                let (a, ka) = min_of(0, k[0], 1, k[1]);
+                let (b, kb) = min_of(2, k[2], 3, k[3]);
                 min_of(a, ka, b, kb)
             } else if c < n {
-                let mut best = (c, k[c]);
-                for j in c + 1..n {
-                    best = min_of(best.0, best.1, j, k[j]);
+                let k = &self.keys[i].0;
+                let mut best = (0, k[0]);
+                for (l, &kl) in k.iter().enumerate().take(n - c).skip(1) {
+                    best = min_of(best.0, best.1, l, kl);
                 }
                 best
             } else {
@@ -565,12 +604,14 @@ impl KeyHeap {
             if km >= x.key {
                 break;
             }
-            k[i] = km;
-            self.slots[i] = self.slots[m];
-            i = m;
+            let child = Tagged {
+                key: km,
+                slot: self.slots[i][m],
+            };
+            self.set(i, child);
+            i = c + m;
         }
-        k[i] = x.key;
-        self.slots[i] = x.slot;
+        self.set(i, x);
         top
     }
 }
@@ -617,7 +658,8 @@ pub struct Wfq {
     work_carry: u128,
     /// Σ wᵢ over B(t).
     gps_weight: u64,
-    /// One entry per flow in B(t), keyed by a finish tag ≤ its last one.
+    /// One entry per flow in B(t), keyed by a finish tag ≤ its last one
+    /// (ties broken by slot, so equal tags are visited in memory order).
     gps: KeyHeap,
     /// One entry per flow with queued packets, keyed by head finish tag.
     ready: KeyHeap,
@@ -693,14 +735,15 @@ impl Wfq {
             }
             work -= need;
             self.v = self.v.max(top.tag());
-            self.gps.pop();
             let i = top.slot;
             let s = &mut self.q.slots[i as usize];
             if s.st.last_finish > top.tag() {
-                // Stale key: more packets arrived since; re-key, no event.
-                self.gps.push(Tagged::new(s.st.last_finish, 0, i));
+                // Stale key: more packets arrived since; re-key in place
+                // (one sift), no change of slope.
+                self.gps.replace_top(Tagged::new(s.st.last_finish, i as u64, i));
                 continue;
             }
+            self.gps.pop();
             // The flow's fluid backlog is exhausted: it leaves B(t).
             s.st.in_gps = false;
             self.gps_weight -= s.weight as u64;
@@ -726,7 +769,7 @@ impl Scheduler for Wfq {
         if !s.st.in_gps {
             s.st.in_gps = true;
             self.gps_weight += s.weight as u64;
-            self.gps.push(Tagged::new(finish, 0, i));
+            self.gps.push(Tagged::new(finish, i as u64, i));
         }
         let seq = self.seq;
         self.seq += 1;
@@ -890,7 +933,7 @@ mod tests {
         assert_eq!(w.queue(7).unwrap().drops, 1);
         let mut t = Instant(0);
         while let Some(p) = w.dequeue(t) {
-            t = t + crate::time::Duration(p.len() as u64);
+            t += crate::time::Duration(p.len() as u64);
         }
         // Once GPS has served everything too, no state is left.
         w.dequeue(t);

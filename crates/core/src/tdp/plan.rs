@@ -459,10 +459,25 @@ mod tests {
         // A flow every 5 TFs fills one TF in five; a second flow every 4
         // TFs cannot be placed evenly (each phase hits a multiple of 5) and
         // gets slots displaced by at most one TF, not first-fit bunching.
-        let links = vec![PlanLink { name: "a->b".into(), budget: 1000 }];
+        let links = vec![PlanLink {
+            name: "a->b".into(),
+            budget: 1000,
+        }];
         let flows = vec![
-            PlanFlow { name: "five".into(), hops: vec![(0, 0)], pkts_per_tc: 4, wire_bytes: 900, fixed_slots: None },
-            PlanFlow { name: "four".into(), hops: vec![(0, 0)], pkts_per_tc: 5, wire_bytes: 200, fixed_slots: None },
+            PlanFlow {
+                name: "five".into(),
+                hops: vec![(0, 0)],
+                pkts_per_tc: 4,
+                wire_bytes: 900,
+                fixed_slots: None,
+            },
+            PlanFlow {
+                name: "four".into(),
+                hops: vec![(0, 0)],
+                pkts_per_tc: 5,
+                wire_bytes: 200,
+                fixed_slots: None,
+            },
         ];
         let p = plan(&links, 20, &flows).unwrap();
         assert_eq!(p.slots_of("five").unwrap(), &[0, 5, 10, 15]);

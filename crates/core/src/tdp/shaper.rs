@@ -34,6 +34,26 @@ pub struct FlowKey {
     pub dport: u16,
 }
 
+impl FlowKey {
+    /// A well-mixed 32-bit id of the 5-tuple (FNV-1a), stable across runs,
+    /// for per-flow queueing.
+    pub fn hash32(&self) -> u32 {
+        let mut h: u32 = 0x811c_9dc5;
+        let mut eat = |b: &[u8]| {
+            for x in b {
+                h ^= *x as u32;
+                h = h.wrapping_mul(0x0100_0193);
+            }
+        };
+        eat(&self.src.octets());
+        eat(&self.dst.octets());
+        eat(&[self.proto]);
+        eat(&self.sport.to_be_bytes());
+        eat(&self.dport.to_be_bytes());
+        h
+    }
+}
+
 impl From<&Ipv4Info> for FlowKey {
     fn from(i: &Ipv4Info) -> Self {
         FlowKey {

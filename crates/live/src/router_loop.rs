@@ -1,0 +1,610 @@
+//! The real-time driver: qosnet's sans-IO [`Router`]s on real ports.
+//!
+//! One [`Driver`] runs any number of routers on one thread — each port a
+//! [`Device`] (an [`AfPacket`](crate::afpacket::AfPacket) opened inside the
+//! router's namespace, so one process hosts a whole lab's routers) — as
+//! the design's loop:
+//!
+//! ```text
+//! loop {
+//!     now = CLOCK_REALTIME                     // TDP's CTR: TFs align to UTC seconds
+//!     for each port: recv_batch → router.handle_frame(now, port, frame)
+//!     for each router: poll_transmit(now) → device.send   (paced by the core's transmitter)
+//!     wait until min(router.poll_at(now)), or a frame arrives:
+//!         ppoll(all ports) until `spin` before the deadline, then busy-poll
+//! }
+//! ```
+//!
+//! Output pacing is the core's: each port's transmitter is busy for a
+//! frame's wire time at the link's configured capacity, so a 100 Mb/s
+//! scenario link carries 100 Mb/s on a veth that has no rate of its own.
+//! The driver measures itself: how late it served each deadline the
+//! routers asked for ([`DriverReport::lateness`]), how long frames waited
+//! in the receive rings ([`DriverReport::rx_lag`]), and every device error.
+//! Time handed to the routers never runs backwards, even if the system
+//! clock is stepped.
+
+use std::io;
+use std::net::Ipv4Addr;
+
+use qosnet_core::router::Router;
+use qosnet_core::time::{Duration, Instant};
+use qosnet_core::Meta;
+use serde::Serialize;
+
+use crate::afpacket::{wait_readable, Device, DeviceStats};
+use crate::clock::{self, Clock, Lateness, LatenessSummary};
+
+/// How the driver waits and batches.
+#[derive(Clone, Copy, Debug)]
+pub struct DriverConfig {
+    /// Frames taken from one port's ring per turn.
+    pub batch: usize,
+    /// Busy-poll for this long before each deadline (TF boundaries, paced
+    /// transmissions); sleep in `ppoll` before that.
+    pub spin: Duration,
+    /// Never sleep: poll the rings and the clock continuously (one core).
+    pub busy_poll: bool,
+    /// Longest sleep, so a stop request is seen promptly.
+    pub max_sleep: Duration,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            batch: 64,
+            spin: clock::DEFAULT_SPIN,
+            busy_poll: false,
+            max_sleep: Duration::from_millis(20),
+        }
+    }
+}
+
+/// A per-packet processing time distribution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ProcDist {
+    Fixed(Duration),
+    Uniform(Duration, Duration),
+    /// `base` plus an exponential with mean `mean`.
+    Exp { base: Duration, mean: Duration },
+}
+
+/// Emulation of a slower router CPU (the scenario's `processing`, which the
+/// simulator models): frames wait in a bounded input queue served one at a
+/// time, each for a sampled processing time, before the router sees them.
+/// Off by default: a live router takes the time it takes. On, it makes a
+/// fast machine behave like the paper's 2006 PC routers, whose forwarding
+/// time varied with interrupts and bus contention — the source of FIFO's
+/// jitter in the ICC 2006 testbed.
+pub struct CpuModel {
+    pub dist: ProcDist,
+    pub limit: usize,
+    rng: rand::rngs::StdRng,
+    queue: std::collections::VecDeque<(Instant, u16, Vec<u8>)>,
+    free_at: Instant,
+    /// Frames dropped because the input queue was full.
+    pub drops: u64,
+}
+
+impl CpuModel {
+    pub fn new(dist: ProcDist, limit: usize, seed: u64) -> Self {
+        use rand::SeedableRng;
+        CpuModel {
+            dist,
+            limit,
+            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            queue: Default::default(),
+            free_at: Instant::ZERO,
+            drops: 0,
+        }
+    }
+    fn sample(&mut self) -> Duration {
+        use rand::Rng;
+        match self.dist {
+            ProcDist::Fixed(d) => d,
+            ProcDist::Uniform(lo, hi) => Duration(self.rng.gen_range(lo.0..=hi.0.max(lo.0))),
+            ProcDist::Exp { base, mean } => {
+                let u: f64 = self.rng.gen_range(f64::EPSILON..1.0);
+                base + Duration((-u.ln() * mean.0 as f64) as u64)
+            }
+        }
+    }
+    fn push(&mut self, now: Instant, port: u16, frame: &[u8]) {
+        if self.queue.len() >= self.limit {
+            self.drops += 1;
+            return;
+        }
+        let start = self.free_at.max(now);
+        let done = start + self.sample();
+        self.free_at = done;
+        self.queue.push_back((done, port, frame.to_vec()));
+    }
+    fn next_at(&self) -> Option<Instant> {
+        self.queue.front().map(|e| e.0)
+    }
+}
+
+/// One router and its ports (device `i` is router port `i`).
+pub struct RouterHost<D: Device> {
+    pub router: Router,
+    pub devs: Vec<D>,
+    /// Emulated processing time before input (see [`CpuModel`]).
+    pub cpu: Option<CpuModel>,
+    /// Wire emulation for links that have no rate of their own (veth):
+    /// per port, the propagation delay to add. A frame is handed to the
+    /// device when its last bit would have left a real link of the port's
+    /// capacity (`busy_until`) plus that delay, so the next router
+    /// receives it when it would off a real wire — store and forward, as
+    /// in the simulator. `None` (real NICs, which serialise themselves):
+    /// frames go to the device at the start of their transmission.
+    pub wire: Option<Vec<Duration>>,
+    wire_q: Vec<std::collections::VecDeque<(Instant, Vec<u8>)>>,
+    /// Neighbours to resolve by ARP as soon as the driver starts: (port,
+    /// address), typically each link's far end.
+    pub resolve: Vec<(u16, Ipv4Addr)>,
+    /// Frames the router sent that the device refused, per port.
+    pub tx_refused: Vec<u64>,
+    /// Receive errors other than "nothing waiting", per port.
+    pub rx_errors: Vec<u64>,
+}
+
+impl<D: Device> RouterHost<D> {
+    pub fn new(router: Router, devs: Vec<D>) -> Self {
+        let n = devs.len();
+        RouterHost {
+            router,
+            devs,
+            resolve: Vec::new(),
+            cpu: None,
+            wire: None,
+            wire_q: (0..n).map(|_| Default::default()).collect(),
+            tx_refused: vec![0; n],
+            rx_errors: vec![0; n],
+        }
+    }
+}
+
+/// Counters of the loop itself.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LoopStats {
+    pub iterations: u64,
+    /// Times the driver slept in ppoll.
+    pub sleeps: u64,
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Deadlines served (each recorded in the lateness histogram).
+    pub deadlines: u64,
+    /// Deadlines served more than one spin margin late.
+    pub deadlines_missed: u64,
+}
+
+/// Per-port device counters, for results.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortReport {
+    pub router: String,
+    pub port: String,
+    pub device: DeviceStats,
+    pub tx_refused: u64,
+    pub rx_errors: u64,
+}
+
+/// What a run of the driver measured about itself.
+#[derive(Clone, Debug, Serialize)]
+pub struct DriverReport {
+    pub wall_s: f64,
+    pub stats: LoopStats,
+    /// How late each router deadline (`poll_at`) was served.
+    pub lateness: LatenessSummary,
+    /// Kernel receive timestamp to `handle_frame`.
+    pub rx_lag: LatenessSummary,
+    pub ports: Vec<PortReport>,
+}
+
+/// The real-time loop over a set of routers.
+pub struct Driver<D: Device> {
+    pub hosts: Vec<RouterHost<D>>,
+    clock: Clock,
+    cfg: DriverConfig,
+    lateness: Lateness,
+    rx_lag: Lateness,
+    stats: LoopStats,
+    last_now: Instant,
+    started: bool,
+    wall: Duration,
+    /// Instants at which to call `on_mark` (counter snapshots).
+    marks: Vec<Instant>,
+}
+
+impl<D: Device> Driver<D> {
+    pub fn new(hosts: Vec<RouterHost<D>>, cfg: DriverConfig) -> Self {
+        Driver {
+            hosts,
+            clock: Clock::realtime().with_spin(cfg.spin),
+            cfg,
+            lateness: Lateness::new(),
+            rx_lag: Lateness::new(),
+            stats: LoopStats::default(),
+            last_now: Instant::ZERO,
+            started: false,
+            wall: Duration::ZERO,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Ask for `on_mark(index, driver)` to be called once the clock passes
+    /// each instant (sorted), e.g. to snapshot counters at the end of a
+    /// warm-up.
+    pub fn set_marks(&mut self, mut marks: Vec<Instant>) {
+        marks.sort();
+        self.marks = marks;
+    }
+
+    fn now(&mut self) -> Instant {
+        let t = self.clock.now().max(self.last_now);
+        self.last_now = t;
+        t
+    }
+
+    /// Receive and transmit what is due at `now`. Returns frames moved.
+    pub fn step(&mut self, now: Instant) -> usize {
+        let mut moved = 0;
+        let batch = self.cfg.batch;
+        for h in &mut self.hosts {
+            for i in 0..h.devs.len() {
+                let router = &mut h.router;
+                let cpu = &mut h.cpu;
+                let rx_lag = &mut self.rx_lag;
+                let r = h.devs[i].recv_batch(batch, |f, ts| {
+                    rx_lag.record(ts, now);
+                    match cpu {
+                        Some(c) => c.push(now, i as u16, f),
+                        None => router.handle_frame(now, i as u16, f.to_vec(), Meta::default()),
+                    }
+                });
+                match r {
+                    Ok(n) => moved += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => h.rx_errors[i] += 1,
+                }
+            }
+        }
+        self.stats.rx_frames += moved as u64;
+        for h in &mut self.hosts {
+            if let Some(c) = h.cpu.as_mut() {
+                while c.next_at().is_some_and(|t| t <= now) {
+                    if let Some((_, port, f)) = c.queue.pop_front() {
+                        h.router.handle_frame(now, port, f, Meta::default());
+                        moved += 1;
+                    }
+                }
+            }
+        }
+        for h in &mut self.hosts {
+            let mut sent_any = false;
+            while let Some((port, pkt)) = h.router.poll_transmit(now) {
+                let p = port as usize;
+                if let Some(delays) = &h.wire {
+                    let at = h.router.ports()[p].busy_until() + delays.get(p).copied().unwrap_or_default();
+                    if let Some(q) = h.wire_q.get_mut(p) {
+                        q.push_back((at, pkt.data));
+                    }
+                    moved += 1;
+                    continue;
+                }
+                let Some(dev) = h.devs.get_mut(p) else {
+                    continue;
+                };
+                // Errors are counted by the device too (tx_busy, ...).
+                if dev.send(&pkt.data).is_err() {
+                    h.tx_refused[p] += 1;
+                } else {
+                    self.stats.tx_frames += 1;
+                    sent_any = true;
+                }
+                moved += 1;
+            }
+            for (p, q) in h.wire_q.iter_mut().enumerate() {
+                while q.front().is_some_and(|(t, _)| *t <= now) {
+                    let Some((_, f)) = q.pop_front() else { break };
+                    let Some(dev) = h.devs.get_mut(p) else {
+                        continue;
+                    };
+                    if dev.send(&f).is_err() {
+                        h.tx_refused[p] += 1;
+                    } else {
+                        self.stats.tx_frames += 1;
+                        sent_any = true;
+                    }
+                    moved += 1;
+                }
+            }
+            if sent_any {
+                for (p, dev) in h.devs.iter_mut().enumerate() {
+                    if dev.flush().is_err() {
+                        h.tx_refused[p] += 1;
+                    }
+                }
+            }
+        }
+        moved
+    }
+
+    /// Earliest deadline of any router.
+    fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        self.hosts
+            .iter()
+            .flat_map(|h| {
+                let wire = h.wire_q.iter().filter_map(|q| q.front().map(|e| e.0)).min();
+                [h.router.poll_at(now), h.cpu.as_ref().and_then(|c| c.next_at()), wire]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Run until `stop` is set or the clock reaches `until`. `on_mark` is
+    /// called for each instant given to [`Driver::set_marks`] as it passes.
+    pub fn run(&mut self, stop: impl Fn() -> bool, until: Option<Instant>, mut on_mark: impl FnMut(usize, &Self)) {
+        let t0 = clock::monotonic_now();
+        let old_slack = clock::set_timer_slack(Duration(1));
+        let fds: Vec<_> = self.hosts.iter().flat_map(|h| h.devs.iter().map(|d| d.fd())).collect();
+        if !self.started {
+            self.started = true;
+            let now = self.now();
+            for h in &mut self.hosts {
+                for &(port, ip) in &h.resolve {
+                    h.router.resolve(now, port, ip);
+                }
+            }
+        }
+        let mut mark = 0;
+        let mut deadline: Option<Instant> = None;
+        while !stop() {
+            let now = self.now();
+            if until.is_some_and(|u| now >= u) {
+                break;
+            }
+            self.stats.iterations += 1;
+            while mark < self.marks.len() && now >= self.marks[mark] {
+                on_mark(mark, self);
+                mark += 1;
+            }
+            if let Some(d) = deadline {
+                if now >= d {
+                    let late = now - d;
+                    self.lateness.record_ns(late.as_nanos());
+                    self.stats.deadlines += 1;
+                    if late > self.cfg.spin {
+                        self.stats.deadlines_missed += 1;
+                    }
+                    deadline = None;
+                }
+            }
+            if self.step(now) > 0 {
+                continue;
+            }
+            let next = self.next_deadline(now);
+            if let Some(t) = next {
+                if t <= now {
+                    continue;
+                }
+                deadline = Some(t);
+            }
+            if self.cfg.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut wake = next.unwrap_or(now + self.cfg.max_sleep);
+            if let Some(u) = until {
+                wake = wake.min(u);
+            }
+            let left = wake.saturating_since(now);
+            if left > self.cfg.spin {
+                let sleep = (left - self.cfg.spin).min(self.cfg.max_sleep);
+                self.stats.sleeps += 1;
+                // A failing ppoll (never seen) degrades to busy-polling.
+                let _ = wait_readable(&fds, Some(sleep));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        clock::set_timer_slack(old_slack);
+        self.wall += clock::monotonic_now() - t0;
+    }
+
+    /// The driver's measurements and every port's device counters.
+    pub fn report(&mut self) -> DriverReport {
+        let mut ports = Vec::new();
+        for h in &mut self.hosts {
+            for (i, d) in h.devs.iter_mut().enumerate() {
+                ports.push(PortReport {
+                    router: h.router.name.clone(),
+                    port: h.router.ports()[i].cfg.name.clone(),
+                    device: d.stats(),
+                    tx_refused: h.tx_refused[i],
+                    rx_errors: h.rx_errors[i],
+                });
+            }
+        }
+        DriverReport {
+            wall_s: self.wall.as_secs_f64(),
+            stats: self.stats,
+            lateness: self.lateness.summary(),
+            rx_lag: self.rx_lag.summary(),
+            ports,
+        }
+    }
+}
+
+/// An in-memory device for tests and examples: frames sent on one end of a
+/// [`mem_pair`] arrive at the other.
+pub struct MemDevice {
+    rx: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>,
+    tx: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>,
+    stats: DeviceStats,
+}
+
+type Queue = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>;
+
+/// Two connected in-memory devices.
+pub fn mem_pair() -> (MemDevice, MemDevice) {
+    let a: Queue = Default::default();
+    let b: Queue = Default::default();
+    (
+        MemDevice {
+            rx: a.clone(),
+            tx: b.clone(),
+            stats: DeviceStats::default(),
+        },
+        MemDevice {
+            rx: b,
+            tx: a,
+            stats: DeviceStats::default(),
+        },
+    )
+}
+
+impl Device for MemDevice {
+    fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8], Instant)) -> io::Result<usize> {
+        let mut n = 0;
+        while n < max {
+            let Some(fr) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).pop_front() else {
+                break;
+            };
+            self.stats.rx_frames += 1;
+            self.stats.rx_bytes += fr.len() as u64;
+            f(&fr, clock::now());
+            n += 1;
+        }
+        Ok(n)
+    }
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.stats.tx_frames += 1;
+        self.stats.tx_bytes += frame.len() as u64;
+        self.tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(frame.to_vec());
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn fd(&self) -> std::os::fd::RawFd {
+        -1
+    }
+    fn stats(&mut self) -> DeviceStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qosnet_core::arp::{self, Arp, ARP_REPLY, ARP_REQUEST};
+    use qosnet_core::route::Route;
+    use qosnet_core::router::PortConfig;
+    use qosnet_core::sched::Fifo;
+    use qosnet_core::wire::{self, MacAddr, UdpSpec};
+    use qosnet_core::Framing;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    /// A router between two in-memory wires, paced at 10 Mb/s: a burst of
+    /// frames leaves at the link rate, after ARP resolution, with the
+    /// driver measuring its own lateness.
+    #[test]
+    fn paces_at_link_rate_after_arp() {
+        let mut r = Router::new("R");
+        let (a_host, a_r) = mem_pair();
+        let (b_host, b_r) = mem_pair();
+        for (i, addr) in ["10.0.1.254", "10.0.2.254"].into_iter().enumerate() {
+            r.add_port(
+                PortConfig {
+                    name: format!("p{i}"),
+                    mac: MacAddr::local(i as u32 + 1),
+                    ip: ip(addr),
+                    prefix_len: 24,
+                    rate_bps: 10_000_000,
+                    framing: Framing::default(),
+                    peer_mac: None,
+                    tdp_peer: false,
+                },
+                Box::new(Fifo::new(1000, 1 << 20)),
+            );
+        }
+        r.routes.add(Route::new(ip("10.0.1.0"), 24, 0)).unwrap();
+        r.routes.add(Route::new(ip("10.0.2.0"), 24, 1)).unwrap();
+        let mut host = RouterHost::new(r, vec![a_r, b_r]);
+        host.resolve.push((1, ip("10.0.2.1")));
+        let mut d = Driver::new(vec![host], DriverConfig::default());
+        let (mut a_host, mut b_host) = (a_host, b_host);
+        // h2 answers the router's ARP request from a helper thread.
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h2 = std::thread::spawn(move || {
+            let h2_mac = MacAddr::local(100);
+            let mut data = Vec::new();
+            while !s2.load(Ordering::Relaxed) {
+                let mut got = Vec::new();
+                b_host.recv_batch(64, |f, t| got.push((t, f.to_vec()))).unwrap();
+                for (t, f) in got {
+                    match arp::parse_arp(&f) {
+                        Ok(a) if a.oper == ARP_REQUEST && a.tpa == ip("10.0.2.1") => {
+                            let rep = Arp {
+                                oper: ARP_REPLY,
+                                sha: h2_mac,
+                                spa: a.tpa,
+                                tha: a.sha,
+                                tpa: a.spa,
+                            };
+                            b_host.send(&arp::build_arp(h2_mac, a.sha, &rep)).unwrap();
+                        }
+                        Ok(_) => {}
+                        Err(_) => data.push((t.as_nanos(), f)),
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            data
+        });
+        for k in 0..20u16 {
+            let f = wire::build_udp(
+                &UdpSpec {
+                    src_mac: MacAddr::local(50),
+                    dst_mac: MacAddr::local(1),
+                    src: ip("10.0.1.1"),
+                    dst: ip("10.0.2.1"),
+                    sport: 1,
+                    dport: 2,
+                    tos: 0,
+                    ttl: 64,
+                    ident: k,
+                },
+                1000,
+                &[],
+            );
+            a_host.send(&f).unwrap();
+        }
+        d.run(|| false, Some(clock::now() + Duration::from_millis(100)), |_, _| {});
+        stop.store(true, Ordering::Relaxed);
+        let data = h2.join().unwrap();
+        assert_eq!(data.len(), 20, "all forwarded once resolved");
+        for (_, f) in &data {
+            assert_eq!(wire::eth_dst(f), Some(MacAddr::local(100)));
+            assert_eq!(wire::parse_ipv4(f).unwrap().ttl, 63);
+        }
+        // 20 frames of 1014 + 24 wire bytes at 10 Mb/s: 830.4 µs apart,
+        // 15.8 ms in all (arrival times are the reader's, polled every
+        // 200 µs, so allow slack).
+        let span = data.last().unwrap().0 - data[0].0;
+        assert!((14_000_000..40_000_000).contains(&span), "span {span} ns");
+        let rep = d.report();
+        assert_eq!(rep.ports.len(), 2);
+        assert!(rep.stats.deadlines >= 19, "{:?}", rep.stats);
+        assert!(rep.lateness.count > 0);
+        assert_eq!(d.hosts[0].router.counters.control_count("arp_resolved"), 1);
+    }
+}

@@ -1,0 +1,507 @@
+//! Live tests: qosnet routers forwarding real frames between network
+//! namespaces. They need root (namespaces, veth, AF_PACKET) and skip with a
+//! message otherwise; external judges (ping, iperf3, irtt) skip with a
+//! message when their binaries are missing (`.ci/run` installs them).
+//!
+//! Every test builds its own lab under a unique prefix (`qnl{pid}x{k}`),
+//! talks only to addresses inside it, removes it on the way out — also when
+//! it fails (the lab's `Drop`, and a [`Guard`] that removes the prefix) —
+//! and checks that nothing is left. Tests take a lock so they run one at a
+//! time: timing measurements must not share the machine's two cores with
+//! another live test.
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use qosnet_core::tdp::{is_tdp_tos, Ctr, TDP_TC_BIT, TDP_TF_BIT};
+use qosnet_core::time::Duration;
+use qosnet_core::wire;
+use qosnet_live::afpacket::{wait_readable, AfPacket, AfPacketConfig, Device};
+use qosnet_live::labrun::{self, LiveLab, LiveOptions};
+use qosnet_live::{clock, lab, netns};
+use qosnet_scenario::load_str;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn prefix() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("qnl{}x{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Removes every namespace of a prefix when dropped, even on panic.
+struct Guard(String);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = lab::cleanup(&self.0);
+    }
+}
+
+fn leftovers(prefix: &str) -> Vec<String> {
+    let p = format!("{prefix}-");
+    netns::list()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(&p))
+        .collect()
+}
+
+macro_rules! require_root {
+    () => {
+        if !netns::is_root() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {}: needs root (network namespaces, veth, AF_PACKET)",
+                module_path!()
+            );
+            return;
+        }
+    };
+}
+
+fn have(bin: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+macro_rules! require_bin {
+    ($b:expr) => {
+        if !have($b) {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {}: `{}` not installed (.ci/run installs it with apt-get)",
+                module_path!(),
+                $b
+            );
+            return;
+        }
+    };
+}
+
+/// h1 — R — h2, one router, FIFO, 100 Mb/s.
+const LINE: &str = r#"
+[scenario]
+name = "line"
+duration = "1s"
+warmup = "100ms"
+[defaults.link]
+capacity = "100Mb/s"
+[[node]]
+name = "h1"
+kind = "host"
+[[node]]
+name = "R"
+kind = "router"
+[[node]]
+name = "h2"
+kind = "host"
+[[link]]
+a = "h1"
+b = "R"
+[[link]]
+a = "R"
+b = "h2"
+[[flow]]
+name = "a"
+from = "h1"
+to = "h2"
+size = 500
+rate = "2000pps"
+[[flow]]
+name = "b"
+from = "h2"
+to = "h1"
+size = 1000
+rate = "4Mb/s"
+pattern = "poisson"
+"#;
+
+fn opts(prefix: &str) -> LiveOptions {
+    LiveOptions {
+        prefix: prefix.into(),
+        timer_noise: false,
+        ..LiveOptions::default()
+    }
+}
+
+fn h(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn ping_through_a_qosnet_router_and_to_it() {
+    require_root!();
+    require_bin!("ping");
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = prefix();
+    let _g = Guard(p.clone());
+    let sc = load_str("line", LINE, &[]).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut live = LiveLab::start(&sc, &opts(&p), stop, Vec::new(), None).unwrap();
+    // h2 is 10.0.1.2, R's port towards h1 is 10.0.0.2: the hosts have no
+    // static neighbour entries, the router none either.
+    for dst in ["10.0.1.2", "10.0.0.2", "10.0.1.1"] {
+        let out = live
+            .lab()
+            .exec("h1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", dst])
+            .unwrap_or_else(|e| panic!("ping {dst}: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("3 received"), "ping {dst}: {text}");
+    }
+    // TTL 1 through the router: time exceeded from R (traceroute's first hop).
+    let out = live
+        .lab()
+        .command("h1", "ping")
+        .unwrap()
+        .args(["-c", "1", "-t", "1", "-W", "2", "10.0.1.2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Time to live exceeded"), "{text}");
+    // The hosts learned the router's MAC from its own ARP requests (RFC
+    // 826); forget it, and h2 has to ask.
+    live.lab().exec("h2", &["ip", "neigh", "flush", "all"]).unwrap();
+    live.lab()
+        .exec("h2", &["ping", "-c", "1", "-W", "2", "10.0.1.1"])
+        .unwrap();
+    let (d, _) = live.stop().unwrap();
+    let r = &d.hosts[0].router;
+    assert!(r.counters.control_count("icmp_echo_replies_tx") >= 7);
+    assert!(r.counters.control_count("arp_requests_rx") >= 1, "{:?}", r.extra_counters());
+    assert!(r.counters.control_count("arp_replies_tx") >= 1, "{:?}", r.extra_counters());
+    assert!(r.counters.control_count("arp_resolved") >= 2, "{:?}", r.extra_counters());
+    assert_eq!(r.counters.control_count("icmp_time_exceeded_tx"), 1);
+    drop(d);
+    live.finish().unwrap();
+    assert!(leftovers(&p).is_empty());
+}
+
+#[test]
+fn scenario_flows_arrive_complete() {
+    require_root!();
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = prefix();
+    let _g = Guard(p.clone());
+    let sc = load_str("line", LINE, &[]).unwrap();
+    let run = labrun::run(&sc, &opts(&p), Arc::new(AtomicBool::new(false))).unwrap();
+    let r = &run.results;
+    assert_eq!(r.mode, "live");
+    let a = r.flow("a").unwrap();
+    // 2000 pps for the 0.9 s after warm-up.
+    assert!((1790..=1810).contains(&a.sent), "{a:?}");
+    assert_eq!((a.received, a.lost), (a.sent, 0), "{a:?}");
+    let b = r.flow("b").unwrap();
+    assert!(b.sent > 300, "{b:?}");
+    assert_eq!((b.received, b.lost), (b.sent, 0), "{b:?}");
+    assert!(a.delay_ns.min > 0 && a.delay_ns.max < 50_000_000, "{a:?}");
+    // Link loads: 2000 pps × 500 B = 8 Mb/s on R->h2.
+    let l = r.link("R->h2").unwrap();
+    assert!((l.load_bps - 8e6).abs() < 0.1 * 8e6, "{l:?}");
+    // The driver's own timing is reported beside the results.
+    assert!(r.extra["timer_lateness"].get("p99_ns").is_some());
+    assert!(leftovers(&p).is_empty());
+}
+
+/// h1 — R1 — R2 — h2 with TDP: the frames on the R1→R2 wire carry stamps
+/// 0x0c/0x1c/0x2c/0x3c that name the TF and TC of transmission, and the TF
+/// bit alternates every TF (padding fills empty TFs).
+const TDP_LINE: &str = r#"
+[scenario]
+name = "tdp-line"
+duration = "1500ms"
+warmup = "200ms"
+[tdp]
+tf = "250us"
+tfs_per_tc = 8
+tcs_per_sc = 10
+[defaults.router]
+scheduler = "tdp"
+tdp_delay = 2
+[defaults.link]
+capacity = "100Mb/s"
+[[node]]
+name = "h1"
+kind = "host"
+[[node]]
+name = "R1"
+kind = "router"
+[[node]]
+name = "R2"
+kind = "router"
+[[node]]
+name = "h2"
+kind = "host"
+[[link]]
+a = "h1"
+b = "R1"
+[[link]]
+a = "R1"
+b = "R2"
+[[link]]
+a = "R2"
+b = "h2"
+[[flow]]
+name = "t"
+from = "h1"
+to = "h2"
+size = 1000
+rate = "1000pps"
+"#;
+
+#[test]
+fn tdp_stamps_alternate_on_the_wire() {
+    require_root!();
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = prefix();
+    let _g = Guard(p.clone());
+    let sc = load_str("tdp-line", TDP_LINE, &[]).unwrap();
+    let ctr = Ctr::new(Duration::from_micros(250), 8, 10).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let live = LiveLab::start(&sc, &opts(&p), stop.clone(), Vec::new(), None).unwrap();
+    // A tap: a second AF_PACKET socket on R2's end of the R1–R2 link.
+    let port = live.lab().port("R2", "R1").unwrap().clone();
+    let mut tap = AfPacket::open_in(&port.netns, &port.ifname, &AfPacketConfig::default()).unwrap();
+    let dst = std::net::SocketAddrV4::new(h("10.0.2.2"), 5001);
+    let src = live.layout.flow_src[0].1;
+    let ns = live.lab().netns("h1").unwrap();
+    let gen = std::thread::spawn(move || {
+        let mut cfg = qosnet_live::traffic::GenConfig::cbr(
+            dst,
+            0,
+            qosnet_live::traffic::Rate::Pps(1000.0),
+            1000,
+            Duration::from_millis(600),
+        );
+        cfg.bind = Some(std::net::SocketAddrV4::new(src, 10000));
+        netns::run_in(&ns, || qosnet_live::traffic::run_gen(&cfg, &AtomicBool::new(false)))
+            .unwrap()
+            .unwrap()
+    });
+    let mut frames: Vec<(u64, u8, bool)> = Vec::new();
+    let end = clock::now() + Duration::from_millis(700);
+    while clock::now() < end {
+        tap.recv_batch(256, |f, t| {
+            if let Ok(i) = wire::parse_ipv4(f) {
+                frames.push((t.as_nanos(), i.tos, i.proto == wire::IPPROTO_UDP && i.dport == 9));
+            }
+        })
+        .unwrap();
+        wait_readable(&[tap.fd()], Some(Duration::from_millis(5))).unwrap();
+    }
+    let g = gen.join().unwrap();
+    assert!(g.sent >= 590, "{g:?}");
+    drop(tap);
+    drop(live);
+    assert!(leftovers(&p).is_empty());
+
+    let tdp: Vec<_> = frames.iter().filter(|f| is_tdp_tos(f.1)).collect();
+    let padding = tdp.iter().filter(|f| f.2).count();
+    let data = tdp.len() - padding;
+    assert!(data >= 500, "reserved frames on the wire: {data}");
+    assert!(padding > 1000, "padding frames: {padding}");
+    // Every frame's stamp names the TF it was received in (sent in, up to
+    // the capture's timestamp noise near boundaries).
+    let matching = tdp
+        .iter()
+        .filter(|(t, tos, _)| ctr.stamp(ctr.tf_at(qosnet_core::Instant(*t))) == *tos)
+        .count();
+    assert!(
+        matching as f64 > 0.95 * tdp.len() as f64,
+        "{matching} of {} stamps match their TF",
+        tdp.len()
+    );
+    // The TF bit alternates from one TF to the next, and all four
+    // codepoints appear.
+    let mut by_tf: std::collections::BTreeMap<u64, u8> = Default::default();
+    for (t, tos, _) in &tdp {
+        by_tf.insert(ctr.tf_at(qosnet_core::Instant(*t)), *tos);
+    }
+    let tfs: Vec<(&u64, &u8)> = by_tf.iter().collect();
+    let flips = tfs
+        .windows(2)
+        .filter(|w| w[1].0 - w[0].0 == 1)
+        .filter(|w| (w[0].1 ^ w[1].1) & TDP_TF_BIT != 0)
+        .count();
+    let adjacent = tfs.windows(2).filter(|w| w[1].0 - w[0].0 == 1).count();
+    assert!(adjacent > 1000 && flips as f64 > 0.95 * adjacent as f64, "{flips} of {adjacent}");
+    let codes: std::collections::BTreeSet<u8> = tdp.iter().map(|f| f.1).collect();
+    assert_eq!(codes.into_iter().collect::<Vec<_>>(), vec![0x0c, 0x1c, 0x2c, 0x3c]);
+    assert!(tdp.iter().any(|f| f.1 & TDP_TC_BIT != 0));
+}
+
+#[test]
+fn garbage_at_a_router_port_is_counted_and_forwarding_carries_on() {
+    use rand::{Rng, SeedableRng};
+    require_root!();
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = prefix();
+    let _g = Guard(p.clone());
+    let sc = load_str("line", LINE, &["scenario.duration=2s".into()]).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let o = opts(&p);
+    // Run the scenario's flows on a thread while this one sprays garbage
+    // at R's port from h1's side once the lab exists.
+    let sc2 = sc.clone();
+    let o2 = o.clone();
+    let runner = std::thread::spawn(move || labrun::run(&sc2, &o2, stop));
+    let ns = format!("{p}-h1");
+    let t0 = std::time::Instant::now();
+    while !netns::exists(&ns) || netns::run_in(&ns, || qosnet_live::iface::index("h1-R")).is_err() {
+        assert!(t0.elapsed().as_secs() < 10, "lab never came up");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let mut inj = AfPacket::open_in(&ns, "h1-R", &AfPacketConfig::default()).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let r_mac = qosnet_core::wire::MacAddr::local(2);
+    let mut sent = 0;
+    // 30 bursts of 100 frames, 50 ms apart: across the start of the flows.
+    for k in 0..3000 {
+        let len = rng.gen_range(14..1500);
+        let mut f: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        f[0..6].copy_from_slice(&r_mac.0);
+        match k % 3 {
+            0 => f[12..14].copy_from_slice(&[0x08, 0x00]), // "IPv4"
+            1 => f[12..14].copy_from_slice(&[0x08, 0x06]), // "ARP"
+            _ => {}
+        }
+        if inj.send(&f).is_ok() {
+            sent += 1;
+        }
+        if k % 100 == 99 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    drop(inj);
+    let run = runner.join().unwrap().unwrap();
+    let r = &run.results;
+    let node = r.nodes.iter().find(|n| n.name == "R").unwrap();
+    let bad: u64 = node
+        .counters
+        .iter()
+        .filter(|(k, _)| k.starts_with("malformed_"))
+        .map(|(_, v)| *v)
+        .sum();
+    let non_ip = node.counters.get("R-h1.non_ip").copied().unwrap_or(0);
+    assert!(sent > 2900, "{sent}");
+    assert!(bad + non_ip >= 1900, "malformed {bad} non-IP {non_ip} of {sent}: {:?}", node.counters);
+    for f in &r.flows {
+        assert_eq!(f.lost, 0, "{f:?}");
+        assert!(f.received > 0);
+    }
+    assert!(leftovers(&p).is_empty());
+}
+
+/// Helper for `a_failing_test_leaves_nothing_behind`: builds a lab with
+/// routers running, then panics.
+#[test]
+#[ignore = "helper; run as a child process"]
+fn panicking_child() {
+    let Ok(p) = std::env::var("QOSNET_LIVE_CHILD") else {
+        return;
+    };
+    let sc = load_str("line", LINE, &[]).unwrap();
+    let _live = LiveLab::start(&sc, &opts(&p), Arc::new(AtomicBool::new(false)), Vec::new(), None).unwrap();
+    let _sleeper = _live.lab().command("h1", "sleep").unwrap().arg("60").spawn().unwrap();
+    println!("child-ready");
+    panic!("deliberate failure with a live lab");
+}
+
+#[test]
+fn a_failing_test_leaves_nothing_behind() {
+    require_root!();
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = prefix();
+    let _g = Guard(p.clone());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "panicking_child", "--ignored", "--nocapture"])
+        .env("QOSNET_LIVE_CHILD", &p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("child-ready"), "{text}");
+    assert!(!out.status.success());
+    assert!(leftovers(&p).is_empty(), "{:?}", leftovers(&p));
+    // No process was left in any of its namespaces (they are gone), and the
+    // `sleep` it started was ended with them.
+    let ps = std::process::Command::new("pgrep").args(["-f", "^sleep 60$"]).output();
+    if let Ok(ps) = ps {
+        let pids = String::from_utf8_lossy(&ps.stdout).trim().to_string();
+        for pid in pids.lines() {
+            let ns = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+            let mine = std::fs::read_link("/proc/self/ns/net").ok();
+            assert_eq!(ns, mine, "a sleep from the failed test survives in another namespace");
+        }
+    }
+}
+
+fn testbed(name: &str, duration: &str) -> qosnet_scenario::Scenario {
+    let path = format!(
+        "{}/../../scenarios/tdp-icc2006/{name}.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    qosnet_scenario::load_file(&path, &[format!("scenario.duration={duration}")]).unwrap()
+}
+
+/// The ICC 2006 testbed live, FIFO then TDP in the same session: TDP loses
+/// nothing and every flow's TDP jitter is well below its FIFO jitter.
+#[test]
+fn tdp_testbed_live_beats_fifo_jitter() {
+    require_root!();
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut res = Vec::new();
+    for name in ["fifo-1002", "tdp-1002"] {
+        let p = prefix();
+        let _g = Guard(p.clone());
+        let mut o = opts(&p);
+        o.timer_noise = true;
+        o.emulate_cpu = true;
+        let run = labrun::run(&testbed(name, "4s"), &o, Arc::new(AtomicBool::new(false))).unwrap();
+        assert!(leftovers(&p).is_empty());
+        res.push(run.results);
+    }
+    let (fifo, tdp) = (&res[0], &res[1]);
+    println!(
+        "{:<8} {:>12} {:>12} {:>8} {:>8} {:>20} {:>20}",
+        "flow", "FIFO jitter", "TDP jitter", "lost F", "lost T", "FIFO delay min/max", "TDP delay min/max"
+    );
+    for (f, t) in fifo.flows.iter().zip(&tdp.flows) {
+        println!(
+            "{:<8} {:>10.1}us {:>10.1}us {:>8} {:>8} {:>9.1}/{:>9.1}us {:>9.1}/{:>9.1}us",
+            f.name,
+            f.jitter_ns as f64 / 1e3,
+            t.jitter_ns as f64 / 1e3,
+            f.lost,
+            t.lost,
+            f.delay_ns.min as f64 / 1e3,
+            f.delay_ns.max as f64 / 1e3,
+            t.delay_ns.min as f64 / 1e3,
+            t.delay_ns.max as f64 / 1e3,
+        );
+    }
+    println!("timer lateness FIFO {}", fifo.extra["timer_lateness"]);
+    println!("timer lateness TDP  {}", tdp.extra["timer_lateness"]);
+    println!("timer noise {}", tdp.extra["timer_noise"]);
+    for (f, t) in fifo.flows.iter().zip(&tdp.flows) {
+        // 16+ hops of 83.2 µs wire time each: the packets really went
+        // round the rings (no shortcut across a split host's bridge).
+        assert!(f.delay_ns.min > 1_300_000 && t.delay_ns.min > 1_300_000, "{f:?} {t:?}");
+    }
+    for t in &tdp.flows {
+        assert!(t.sent > 2000, "{t:?}");
+        assert_eq!(t.lost, 0, "TDP lost packets: {t:?}");
+    }
+    for (f, t) in fifo.flows.iter().zip(&tdp.flows) {
+        assert!(
+            (t.jitter_ns as f64) < 0.5 * f.jitter_ns as f64,
+            "{}: TDP jitter {} ns not well below FIFO {} ns",
+            t.name,
+            t.jitter_ns,
+            f.jitter_ns
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! Core routers from a scenario: one [`Router`] per router node, with a
+//! scheduler per port, its route table and — for TDP scenarios — the
+//! reservation plan's edge shapers, per-flow forwarding delays and TDP
+//! wheels. The simulator and the live runtime both build their routers
+//! here, so a scenario means the same router in both modes; they differ
+//! only in [`BuildOpts`].
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use qosnet_core::router::{PortConfig, Router, TdpNode};
+use qosnet_core::sched::{Fifo, Prio, Scheduler};
+use qosnet_core::tdp::{Ctr, EdgeShaper, FlowKey, PaddingSpec, StampMode, TdpWheel};
+use qosnet_core::wire::IPPROTO_UDP;
+use qosnet_core::Framing;
+
+use crate::model::{RouterSpec, Scenario, SchedKind};
+use crate::tdpplan::{self, TdpPlan};
+use crate::topo::Network;
+
+/// How the two drivers differ when building the same router.
+#[derive(Clone, Debug, Default)]
+pub struct BuildOpts {
+    /// Give each port its link peer's MAC (the simulator, where nothing
+    /// answers ARP); `false` leaves next hops to ARP (live).
+    pub static_peer_macs: bool,
+    /// Per flow (scenario order), the source address its sender really
+    /// uses, where that is not the source host's address (live: the sender
+    /// namespace of a host whose flows loop back to itself). Edge shapers
+    /// and per-flow TDP delays key on it.
+    pub flow_src: Vec<Option<Ipv4Addr>>,
+}
+
+/// The scenario's CTR and TDP reservation plan, if any router uses TDP.
+pub fn tdp_setup(sc: &Scenario, net: &Network) -> Result<(Option<Ctr>, Option<TdpPlan>), String> {
+    let ctr = match &sc.tdp {
+        Some(t) => Some(Ctr::new(t.tf, t.tfs_per_tc, t.tcs_per_sc)?),
+        None => None,
+    };
+    let plan = match &ctr {
+        Some(_) if (0..sc.nodes.len()).any(|i| is_tdp(sc, i)) => Some(tdpplan::plan(sc, net)?),
+        _ => None,
+    };
+    Ok((ctr, plan))
+}
+
+/// Whether node `i` is a TDP router.
+pub fn is_tdp(sc: &Scenario, i: usize) -> bool {
+    matches!(sc.nodes[i].router(), Some(r) if r.scheduler == SchedKind::Tdp)
+}
+
+/// Build the port scheduler a router spec asks for.
+pub fn make_scheduler(
+    spec: &RouterSpec,
+    tdp: Option<(&Ctr, u32, bool, Option<PaddingSpec>)>,
+    rate_bps: u64,
+    framing: Framing,
+) -> Result<Box<dyn Scheduler>, String> {
+    let fifo = || Box::new(Fifo::new(spec.queue_packets, spec.queue_bytes)) as Box<dyn Scheduler>;
+    Ok(match (spec.scheduler, tdp) {
+        (SchedKind::Tdp, Some((ctr, d_max, tdp_peer, padding))) => {
+            let stamping = if tdp_peer {
+                StampMode::Tdp
+            } else {
+                StampMode::Rewrite(0)
+            };
+            Box::new(TdpWheel::new(
+                *ctr,
+                d_max,
+                rate_bps,
+                framing,
+                fifo(),
+                stamping,
+                padding,
+            )?)
+        }
+        (SchedKind::Prio, _) => Box::new(Prio::new(vec![fifo(), fifo()])),
+        _ => fifo(),
+    })
+}
+
+/// The router of node `i` (which must be a router), its ports in the
+/// order of `net.nodes[i].ifaces`.
+pub fn build_router(
+    sc: &Scenario,
+    net: &Network,
+    ctr: Option<&Ctr>,
+    plan: Option<&TdpPlan>,
+    i: usize,
+    opts: &BuildOpts,
+) -> Result<Router, String> {
+    let node = &sc.nodes[i];
+    let spec = node
+        .router()
+        .ok_or_else(|| format!("node {} is not a router", node.name))?;
+    let nn = &net.nodes[i];
+    let mut r = Router::new(node.name.clone());
+    let tdp_here = is_tdp(sc, i) && ctr.is_some();
+    let d_max = plan.map(|p| p.d_max[i]).unwrap_or(spec.tdp_delay);
+    for f in &nn.ifaces {
+        let link = &sc.links[f.link];
+        let tdp_peer = tdp_here && is_tdp(sc, f.peer);
+        let padding = (tdp_peer && sc.tdp.as_ref().is_some_and(|t| t.padding)).then_some(PaddingSpec {
+            src_mac: f.mac,
+            dst_mac: f.peer_mac,
+            src_ip: f.ip,
+            dst_ip: f.peer_ip,
+        });
+        let tdp_arg = if tdp_here {
+            ctr.map(|c| (c, d_max, tdp_peer, padding))
+        } else {
+            None
+        };
+        let sched = match crate::dsbuild::scheduler(sc, spec, link.capacity_bps)? {
+            Some(s) => s,
+            None => make_scheduler(spec, tdp_arg, link.capacity_bps, link.framing)
+                .map_err(|e| format!("router {}: {e}", node.name))?,
+        };
+        r.add_port(
+            PortConfig {
+                name: format!("{}-{}", node.name, sc.nodes[f.peer].name),
+                mac: f.mac,
+                ip: f.ip,
+                prefix_len: f.prefix_len,
+                rate_bps: link.capacity_bps,
+                framing: link.framing,
+                peer_mac: opts.static_peer_macs.then_some(f.peer_mac),
+                tdp_peer,
+            },
+            sched,
+        );
+    }
+    for rt in nn.routes.iter() {
+        r.routes.add(*rt)?;
+    }
+    if let Some(c) = crate::dsbuild::classifier(sc, net, i)? {
+        r.set_classifier(Box::new(c));
+    }
+    if let (true, Some(ctr), Some(plan)) = (tdp_here, ctr, plan) {
+        let t = sc.tdp.as_ref().ok_or("tdp section missing")?;
+        let mut shaper = EdgeShaper::new(*ctr, t.shaper_queue);
+        let mut d_flow = HashMap::new();
+        for (fi, f) in sc.flows.iter().enumerate() {
+            let Some(slots) = &plan.slots[fi] else {
+                continue;
+            };
+            let src = opts
+                .flow_src
+                .get(fi)
+                .copied()
+                .flatten()
+                .unwrap_or_else(|| net.host_ip(f.from));
+            let key = FlowKey {
+                src,
+                dst: net.host_ip(f.to),
+                proto: IPPROTO_UDP,
+                sport: f.sport,
+                dport: f.dport,
+            };
+            let first = net.hops[fi][0];
+            if first.node == i {
+                shaper.add_flow(key, first.port as u16, slots.clone(), 1)?;
+            }
+            if let Some(d) = f.tdp_delay {
+                d_flow.insert(key, d);
+            }
+        }
+        r.set_tdp(TdpNode {
+            ctr: *ctr,
+            d: spec.tdp_delay,
+            d_flow,
+            shaper,
+            max_lag: t.max_lag,
+        });
+    }
+    Ok(r)
+}
