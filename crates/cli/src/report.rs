@@ -26,7 +26,7 @@ pub fn flow_table(r: &Results, paper: Option<&Paper>) -> String {
     let pcol = paper.filter(|p| p.metric == "jitter");
     let _ = write!(
         s,
-        "{:<10} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "{:<14} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
         "flow", "sent", "received", "lost", "delay min", "mean", "p99", "max", "jitter"
     );
     if let Some(p) = pcol {
@@ -37,8 +37,8 @@ pub fn flow_table(r: &Results, paper: Option<&Paper>) -> String {
         let d = &f.delay_ns;
         let _ = write!(
             s,
-            "{:<10} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
-            f.name,
+            "{:<14} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
+            if f.delay_kind == "rtt" { format!("{} (rtt)", f.name) } else { f.name.clone() },
             f.sent,
             f.received,
             f.lost,

@@ -97,3 +97,30 @@ fn same_seed_same_run_bit_for_bit() {
     assert_eq!(run(7), run(7));
     assert_ne!(run(7), run(8));
 }
+
+#[test]
+fn pcap_capture_of_a_link() {
+    let text = chain(2, "fifo", &[(500, 2000, 0)], "");
+    let sc = load_str("chain", &text, &["scenario.duration=\"50ms\"".into()]).unwrap();
+    let mut sim = Sim::new(sc).unwrap();
+    let dir = std::env::temp_dir().join(format!("qosnet-pcap-{}", std::process::id()));
+    assert!(sim.enable_pcap(&dir, &["R0->nope".into()]).is_err());
+    let files = sim.enable_pcap(&dir, &["R0->R1".into()]).unwrap();
+    assert_eq!(files.len(), 1);
+    let r = sim.run();
+    let bytes = std::fs::read(dir.join("R0-R1.pcap")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut reader = pcap_file::pcap::PcapReader::new(&bytes[..]).unwrap();
+    let mut n = 0u64;
+    let mut last = std::time::Duration::ZERO;
+    while let Some(p) = reader.next_packet() {
+        let p = p.unwrap();
+        assert!(p.timestamp >= last, "timestamps go forward");
+        last = p.timestamp;
+        qosnet_core::wire::parse_ipv4(&p.data).expect("captured frames are valid IPv4");
+        n += 1;
+    }
+    // The whole run (warm-up included) went through R0->R1.
+    let link = r.link("R0->R1").unwrap();
+    assert!(n >= link.packets && n > 50, "{n} captured, {} counted", link.packets);
+}
