@@ -3,14 +3,21 @@
 //! WF²Q+, DRR) in steady state with 10, 1 000 and 100 000 backlogged flows:
 //! each iteration dequeues one packet and enqueues one (the same packet,
 //! back to its flow, so no allocation is measured and every flow stays
-//! backlogged). Also prints scheduler state per flow, from type sizes.
+//! backlogged). FIFO runs the same loop as the baseline of the same run:
+//! after the criterion groups, all schedulers are timed in interleaved
+//! rounds and each is reported as a ratio to FIFO (median and spread), with
+//! the heap bytes per flow measured by a counting allocator; see
+//! [`paired`].
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration as StdDuration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use qosnet_core::meter::{Meter, SrTcm, TokenBucket, TrTcm};
-use qosnet_core::sched::{Drr, FairConf, QueueConf, Scheduler, Wf2q, Wfq};
+use qosnet_core::sched::{Drr, FairConf, Fifo, QueueConf, Scheduler, Wf2q, Wfq};
 use qosnet_core::{Instant, Meta, Packet};
 
 const LINK_BPS: u64 = 10_000_000_000;
@@ -67,8 +74,14 @@ fn fill(s: &mut dyn Scheduler, flows: u32) {
     }
 }
 
+/// Schedulers measured, FIFO first: it is the baseline every other figure
+/// is divided by (same packets, same dequeue-then-enqueue loop, no
+/// classification or ordering work).
+const SCHEDS: [&str; 4] = ["fifo", "wfq", "wf2q", "drr"];
+
 fn make(name: &str) -> Box<dyn Scheduler> {
     match name {
+        "fifo" => Box::new(Fifo::new(usize::MAX, usize::MAX)),
         "wfq" => Box::new(Wfq::new(conf(), LINK_BPS).unwrap()),
         "wf2q" => Box::new(Wf2q::new(conf()).unwrap()),
         // Quantum of one maximum packet: O(1) per packet.
@@ -76,30 +89,146 @@ fn make(name: &str) -> Box<dyn Scheduler> {
     }
 }
 
+/// Live heap bytes, so memory per flow is measured (queue buffers, heaps,
+/// index tables and all) rather than only computed from type sizes.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Relaxed);
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Relaxed);
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, Relaxed);
+        LIVE.fetch_sub(l.size(), Relaxed);
+        System.realloc(p, l, new)
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// A filled scheduler and the heap bytes it holds beyond its packets'
+/// payloads (the `Packet` structs themselves, in the queues, are counted).
+fn filled(name: &str, flows: u32) -> (Box<dyn Scheduler>, usize) {
+    let before = LIVE.load(Relaxed);
+    let mut s = make(name);
+    fill(s.as_mut(), flows);
+    let bytes = LIVE.load(Relaxed) - before - 2 * flows as usize * PKT;
+    (s, bytes)
+}
+
+/// One steady-state step: the head packet leaves and goes back to its
+/// flow's tail, so every flow stays backlogged and nothing is allocated.
+#[inline(always)]
+fn step(s: &mut dyn Scheduler, now: &mut u64) {
+    *now += TX_NS;
+    let p = s.dequeue(Instant(*now)).unwrap();
+    s.enqueue(black_box(p), Instant(*now)).unwrap();
+}
+
+/// The first positional argument, as criterion reads it (a substring of
+/// the benchmark ids to run).
+fn filter() -> Option<String> {
+    std::env::args().skip(1).find(|a| !a.starts_with('-'))
+}
+
 fn schedulers(c: &mut Criterion) {
     println!(
-        "state per flow (bytes, queued packets excluded): wfq {}, wf2q {}, drr {}",
+        "state per flow from type sizes (bytes, queued packets excluded): wfq {}, wf2q {}, drr {}",
         Wfq::bytes_per_flow(),
         Wf2q::bytes_per_flow(),
         Drr::bytes_per_flow()
     );
     let mut g = c.benchmark_group("sched_enq_deq");
     for &flows in &[10u32, 1_000, 100_000] {
-        for name in ["wfq", "wf2q", "drr"] {
-            let mut s = make(name);
-            fill(s.as_mut(), flows);
+        for name in SCHEDS {
+            let (mut s, _) = filled(name, flows);
             let mut now = 0u64;
             g.bench_with_input(BenchmarkId::new(name, flows), &flows, |b, _| {
-                b.iter(|| {
-                    now += TX_NS;
-                    let p = s.dequeue(Instant(now)).unwrap();
-                    s.enqueue(black_box(p), Instant(now)).unwrap();
-                })
+                b.iter(|| step(s.as_mut(), &mut now))
             });
             assert_eq!(s.len(), 2 * flows as usize, "{name}: flows stayed backlogged");
         }
     }
     g.finish();
+    paired();
+}
+
+/// Baseline in the same run: for each flow count, every scheduler (FIFO
+/// included) is timed in turn, round after round, so load from other
+/// processes on a shared machine hits them alike; each round's figure is
+/// divided by the FIFO figure of the same round. Prints medians with the
+/// spread (min..max over rounds) and writes them to
+/// `target/criterion/sched_enq_deq_vs_fifo.csv`.
+fn paired() {
+    const ROUNDS: usize = 15;
+    const STEPS: u32 = 200_000;
+    let f = filter();
+    let wanted = |name: &str, flows: u32| {
+        name == "fifo"
+            || f.as_deref()
+                .is_none_or(|f| format!("sched_enq_deq/{name}/{flows}").contains(f))
+    };
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    let mut csv = String::from(
+        "flows,sched,ns_per_pkt_median,ns_min,ns_max,ratio_to_fifo_median,ratio_min,ratio_max,heap_bytes_per_flow\n",
+    );
+    println!("\nenqueue+dequeue vs FIFO, {ROUNDS} interleaved rounds of {STEPS} packets: median [min..max]");
+    for &flows in &[10u32, 1_000, 100_000] {
+        let names: Vec<&str> = SCHEDS.iter().copied().filter(|n| wanted(n, flows)).collect();
+        if names.len() < 2 {
+            continue;
+        }
+        let mut runs: Vec<(Box<dyn Scheduler>, usize, u64)> = names
+            .iter()
+            .map(|n| {
+                let (s, b) = filled(n, flows);
+                (s, b, 0)
+            })
+            .collect();
+        let mut ns = vec![Vec::new(); names.len()];
+        for _ in 0..ROUNDS + 1 {
+            for (k, (s, _, now)) in runs.iter_mut().enumerate() {
+                let t = std::time::Instant::now();
+                for _ in 0..STEPS {
+                    step(s.as_mut(), now);
+                }
+                ns[k].push(t.elapsed().as_nanos() as f64 / STEPS as f64);
+            }
+        }
+        // The first round warms caches and grows nothing; drop it.
+        for v in &mut ns {
+            v.remove(0);
+        }
+        for k in 0..names.len() {
+            let mut ratio: Vec<f64> = ns[k].iter().zip(&ns[0]).map(|(a, b)| a / b).collect();
+            let (m, lo, hi) = median(&mut ns[k].clone());
+            let (rm, rlo, rhi) = median(&mut ratio);
+            let per_flow = runs[k].1 as f64 / flows as f64;
+            println!(
+                "  {flows:>7} flows  {:<5} {m:7.1} ns/pkt [{lo:.1}..{hi:.1}]  x{rm:.2} fifo [{rlo:.2}..{rhi:.2}]  {per_flow:.0} B/flow",
+                names[k]
+            );
+            csv += &format!(
+                "{flows},{},{m:.2},{lo:.2},{hi:.2},{rm:.3},{rlo:.3},{rhi:.3},{per_flow:.1}\n",
+                names[k]
+            );
+        }
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::write(dir.join("sched_enq_deq_vs_fifo.csv"), csv);
+    }
 }
 
 criterion_group! {

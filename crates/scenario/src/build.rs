@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use qosnet_core::router::{PortConfig, Router, TdpNode};
-use qosnet_core::sched::{Fifo, Prio, Scheduler};
+use qosnet_core::sched::{Fifo, Scheduler};
 use qosnet_core::tdp::{Ctr, EdgeShaper, FlowKey, PaddingSpec, StampMode, TdpWheel};
 use qosnet_core::wire::IPPROTO_UDP;
 use qosnet_core::Framing;
@@ -74,7 +74,6 @@ pub fn make_scheduler(
                 padding,
             )?)
         }
-        (SchedKind::Prio, _) => Box::new(Prio::new(vec![fifo(), fifo()])),
         _ => fifo(),
     })
 }
@@ -111,7 +110,7 @@ pub fn build_router(
         } else {
             None
         };
-        let sched = match crate::dsbuild::scheduler(sc, spec, link.capacity_bps)? {
+        let sched = match crate::dsbuild::scheduler(sc, spec, link.capacity_bps, link.framing)? {
             Some(s) => s,
             None => make_scheduler(spec, tdp_arg, link.capacity_bps, link.framing)
                 .map_err(|e| format!("router {}: {e}", node.name))?,
@@ -131,7 +130,18 @@ pub fn build_router(
         );
     }
     for rt in nn.routes.iter() {
-        r.routes.add(*rt)?;
+        // Generated flow routes name only the output port. On a
+        // point-to-point link a destination off the port's subnet is
+        // reached through the link's peer: make it the gateway, so ARP
+        // resolves the peer router rather than the far destination.
+        let mut rt = *rt;
+        if let (None, Some(f)) = (rt.gateway, nn.ifaces.get(rt.port as usize)) {
+            let m = qosnet_core::route::mask(f.prefix_len);
+            if u32::from(rt.prefix) & m != u32::from(f.ip) & m {
+                rt = rt.via(f.peer_ip);
+            }
+        }
+        r.routes.add(rt)?;
     }
     if let Some(c) = crate::dsbuild::classifier(sc, net, i)? {
         r.set_classifier(Box::new(c));

@@ -6,7 +6,8 @@
 use qosnet_core::diffserv::{
     self, DsClassifier, DsSched, DsSchedConf, Exceed, Match, PhbMap, Profile, ProfileKind, Rule, Step, Tcm,
 };
-use qosnet_core::sched::{Drr, FairConf, QueueConf, Scheduler, Wf2q, Wfq};
+use qosnet_core::sched::{Drr, FairConf, Fifo, GateEntry, Prio, QueueConf, Scheduler, Taprio, Wf2q, Wfq};
+use qosnet_core::{Framing, Instant};
 
 use crate::model::{AddrSpec, DsExceed, DsKind, RouterSpec, Scenario, SchedKind};
 use crate::topo::Network;
@@ -17,6 +18,7 @@ pub fn scheduler(
     sc: &Scenario,
     spec: &RouterSpec,
     rate_bps: u64,
+    framing: Framing,
 ) -> Result<Option<Box<dyn Scheduler>>, String> {
     let flows = || {
         // Per-flow queues: each flow may hold a tenth of the port's buffer,
@@ -52,6 +54,37 @@ pub fn scheduler(
             }
             Box::new(Drr::new(f)?)
         }
+        SchedKind::Prio => {
+            // Strict priority over the seven PHB classes (NC, EF, AF1..AF4, BE).
+            let bands = (0..diffserv::dscp::CLASSES)
+                .map(|_| Box::new(Fifo::new(spec.queue_packets, spec.queue_bytes)) as Box<dyn Scheduler>)
+                .collect();
+            Box::new(Prio::new(bands))
+        }
+        SchedKind::Taprio => {
+            let t = sc
+                .taprio
+                .as_ref()
+                .ok_or("scheduler taprio needs a [taprio] section")?;
+            let gcl = t
+                .entries
+                .iter()
+                .map(|(d, m)| GateEntry {
+                    duration: *d,
+                    open: *m,
+                })
+                .collect();
+            let base = Instant(t.base_time.as_nanos());
+            Box::new(Taprio::new(
+                diffserv::dscp::CLASSES,
+                spec.queue_packets,
+                spec.queue_bytes,
+                gcl,
+                base,
+                rate_bps,
+                framing,
+            )?)
+        }
         _ => return Ok(None),
     }))
 }
@@ -67,9 +100,13 @@ fn phb_map(sc: &Scenario) -> Result<PhbMap, String> {
 /// The classifier of router `i`: its edge rules (if any) and the DSCP →
 /// PHB map. `None` when no router of the scenario does DiffServ.
 pub fn classifier(sc: &Scenario, net: &Network, i: usize) -> Result<Option<DsClassifier>, String> {
-    let ds_here = sc.nodes[i]
-        .router()
-        .is_some_and(|r| r.scheduler == SchedKind::DiffServ);
+    // Class-based schedulers need the DSCP → PHB class of every packet.
+    let ds_here = sc.nodes[i].router().is_some_and(|r| {
+        matches!(
+            r.scheduler,
+            SchedKind::DiffServ | SchedKind::Prio | SchedKind::Taprio
+        )
+    });
     let mine: Vec<_> = sc
         .diffserv
         .rules

@@ -829,6 +829,72 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
         });
     }
 
+    let taprio = match &f.taprio {
+        None => None,
+        Some(t) => {
+            let tr = t.get_ref();
+            let base_time = match &tr.base_time {
+                Some(b) => cx.dur(b)?,
+                None => Duration::ZERO,
+            };
+            let sp = tr.entries.span();
+            let mut entries = Vec::new();
+            for e in tr.entries.get_ref() {
+                let d = parse_duration(&e.duration)
+                    .map_err(|m| cx.err(sp.clone(), m, "e.g. duration = \"250us\""))?;
+                if d == Duration::ZERO {
+                    return Err(cx.err(
+                        sp.clone(),
+                        "a gate entry of zero duration",
+                        "give every entry a positive duration",
+                    ));
+                }
+                let mut mask = 0u32;
+                for c in &e.open {
+                    let bit = match c.as_str() {
+                        "NC" => 0,
+                        "EF" => 1,
+                        "AF1" => 2,
+                        "AF2" => 3,
+                        "AF3" => 4,
+                        "AF4" => 5,
+                        "BE" => 6,
+                        other => {
+                            return Err(cx.err(
+                                sp.clone(),
+                                format!("unknown class `{other}` in a gate entry"),
+                                "classes: NC, EF, AF1, AF2, AF3, AF4, BE",
+                            ))
+                        }
+                    };
+                    mask |= 1 << bit;
+                }
+                entries.push((d, mask));
+            }
+            if entries.is_empty() {
+                return Err(cx.err(sp, "[taprio] has no entries", "entries = [{ duration = \"250us\", open = [\"EF\"] }, { duration = \"750us\", open = [\"AF1\", \"BE\"] }]"));
+            }
+            Some(TaprioParams { base_time, entries })
+        }
+    };
+    if taprio.is_none() {
+        if let Some((i, _)) = nodes
+            .iter()
+            .enumerate()
+            .find(|(_, n)| n.router().is_some_and(|r| r.scheduler == SchedKind::Taprio))
+        {
+            let sp = f.nodes[i].get_ref().name.span();
+            return Err(cx.err(
+                sp,
+                format!(
+                    "router `{}` uses scheduler \"taprio\" but there is no [taprio] section",
+                    nodes[i].name
+                ),
+                "add [taprio] with a gate control list",
+            ));
+        }
+    }
+
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d.get_ref(), &names, &nodes, &links)?,
@@ -848,6 +914,7 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
         flows,
         routes,
         diffserv,
+        taprio,
         paper: f.paper,
     })
 }

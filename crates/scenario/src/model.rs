@@ -26,7 +26,17 @@ pub struct Scenario {
     pub flows: Vec<Flow>,
     pub routes: Vec<StaticRoute>,
     pub diffserv: DiffServParams,
+    pub taprio: Option<TaprioParams>,
     pub paper: Option<Paper>,
+}
+
+/// `[taprio]`, validated: the cycle starts at `base_time`; each entry opens
+/// the gates of a set of PHB classes (bit c = class c: 0 NC, 1 EF,
+/// 2..5 AF1..AF4, 6 BE) for its duration.
+#[derive(Clone, Debug)]
+pub struct TaprioParams {
+    pub base_time: Duration,
+    pub entries: Vec<(Duration, u32)>,
 }
 
 /// `[diffserv]`, validated. Rates in bit/s, bursts in bytes.
@@ -138,10 +148,12 @@ pub enum SchedKind {
     Wfq,
     Wf2q,
     Drr,
+    /// IEEE 802.1Qbv time-aware shaper over the PHB classes (`[taprio]`).
+    Taprio,
 }
 
 impl SchedKind {
-    pub const NAMES: &'static str = "fifo, prio, tdp, diffserv, wfq, wf2q, drr";
+    pub const NAMES: &'static str = "fifo, prio, tdp, diffserv, wfq, wf2q, drr, taprio";
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "fifo" => SchedKind::Fifo,
@@ -151,6 +163,7 @@ impl SchedKind {
             "wfq" => SchedKind::Wfq,
             "wf2q" => SchedKind::Wf2q,
             "drr" => SchedKind::Drr,
+            "taprio" => SchedKind::Taprio,
             _ => return None,
         })
     }
@@ -163,6 +176,7 @@ impl SchedKind {
             SchedKind::Wfq => "wfq",
             SchedKind::Wf2q => "wf2q",
             SchedKind::Drr => "drr",
+            SchedKind::Taprio => "taprio",
         }
     }
 }

@@ -24,7 +24,24 @@ pub struct File {
     #[serde(default, rename = "route")]
     pub routes: Vec<S<RouteEntry>>,
     pub diffserv: Option<S<DiffServ>>,
+    pub taprio: Option<S<Taprio>>,
     pub paper: Option<Paper>,
+}
+
+/// `[taprio]`: the gate control list of `scheduler = "taprio"` ports
+/// (IEEE 802.1Qbv).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Taprio {
+    pub base_time: Option<S<String>>,
+    pub entries: S<Vec<TaprioEntry>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct TaprioEntry {
+    pub duration: String,
+    pub open: Vec<String>,
 }
 
 /// `[diffserv]`: PHB scheduler settings, DSCP → PHB overrides, traffic

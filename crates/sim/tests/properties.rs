@@ -122,5 +122,30 @@ fn pcap_capture_of_a_link() {
     }
     // The whole run (warm-up included) went through R0->R1.
     let link = r.link("R0->R1").unwrap();
-    assert!(n >= link.packets && n > 50, "{n} captured, {} counted", link.packets);
+    assert!(
+        n >= link.packets && n > 50,
+        "{n} captured, {} counted",
+        link.packets
+    );
+}
+
+#[test]
+fn taprio_protects_the_ef_window() {
+    let path = format!(
+        "{}/../../scenarios/examples/taprio.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let sc = qosnet_scenario::load_file(&path, &["scenario.duration=\"600ms\"".into()]).unwrap();
+    let r = Sim::new(sc).unwrap().run();
+    let (ctl, bulk) = (r.flow("control").unwrap(), r.flow("bulk").unwrap());
+    assert_eq!(ctl.lost, 0);
+    // Bounded by the 1 ms cycle (waiting for the EF window) plus transmission.
+    assert!(
+        ctl.delay_ns.max < 1_000_000,
+        "EF max delay {} ns",
+        ctl.delay_ns.max
+    );
+    // BE gets the 800 us window only: six 1538-byte frames per cycle, 72 Mb/s of IP.
+    let mbps = bulk.throughput_bps / 1e6;
+    assert!((mbps - 72.0).abs() < 1.5, "BE {mbps} Mb/s");
 }

@@ -12,6 +12,7 @@ mod fifo;
 mod htb;
 mod prio;
 mod red;
+mod taprio;
 mod wf2q;
 mod wfq;
 
@@ -20,6 +21,7 @@ pub use fifo::Fifo;
 pub use htb::{Htb, HtbClass, HtbClassInfo, HtbConf};
 pub use prio::Prio;
 pub use red::{Red, RedConf, RedProfile, SplitMix64};
+pub use taprio::{GateEntry, Taprio};
 pub use wf2q::Wf2q;
 pub use wfq::{FairConf, FlowKey, QueueConf, QueueInfo, Wfq, VT_PER_BYTE};
 

@@ -492,6 +492,9 @@ impl Tagged {
 /// keeps 100 000-flow heaps fast. The root lives outside the groups.
 pub(crate) struct KeyHeap {
     len: usize,
+    /// Load the next level's keys ahead during a sift (see
+    /// [`KeyHeap::with_prefetch`]).
+    prefetch: bool,
     root: Tagged,
     keys: Vec<Keys4>,
     slots: Vec<[u32; 4]>,
@@ -504,13 +507,27 @@ struct Keys4([u128; 4]);
 impl KeyHeap {
     /// Bytes one entry occupies (key and slot arrays).
     pub const ENTRY_BYTES: usize = std::mem::size_of::<u128>() + std::mem::size_of::<u32>();
+    /// Heaps from this size on (64 KiB of keys, more than an L1 cache)
+    /// load the next level's keys ahead during a sift.
+    const PREFETCH_MIN: usize = 4096;
 
     pub fn new() -> Self {
         KeyHeap {
             len: 0,
+            prefetch: false,
             root: Tagged { key: 0, slot: 0 },
             keys: Vec::new(),
             slots: Vec::new(),
+        }
+    }
+    /// A heap whose sifts, once it outgrows L1 ([`Self::PREFETCH_MIN`]),
+    /// start loading the next level's keys while comparing this level's.
+    /// Pays off where sifts go deep (WFQ's heaps: −25% per packet at
+    /// 100 000 flows); measured a loss for WF²Q+, whose sifts are short.
+    pub fn with_prefetch() -> Self {
+        KeyHeap {
+            prefetch: true,
+            ..Self::new()
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -586,6 +603,16 @@ impl KeyHeap {
         let mut i = 0;
         loop {
             let c = 4 * i + 1;
+            // The next level's key group is one of groups c..c+4, which
+            // are contiguous: start loading all four while this level's
+            // tournament runs, so the sift is not one cache miss per level
+            // back to back. Small heaps sit in L1, where the extra loads
+            // only cost time.
+            if self.prefetch && n >= Self::PREFETCH_MIN {
+                if let Some(next) = self.keys.get(c..c + 4) {
+                    prefetch(next);
+                }
+            }
             let (m, km) = if c + 4 <= n {
                 let k = &self.keys[i].0;
                 let (a, ka) = min_of(0, k[0], 1, k[1]);
@@ -614,6 +641,16 @@ impl KeyHeap {
         self.set(i, x);
         top
     }
+}
+
+/// Starts loading the four key groups (256 bytes) of `next`: plain loads
+/// whose results are discarded (this crate forbids `unsafe`, so no
+/// prefetch intrinsic), independent of the tournament running meanwhile.
+#[inline(always)]
+fn prefetch(next: &[Keys4]) {
+    std::hint::black_box(
+        next[0].0[0] as u64 ^ next[1].0[0] as u64 ^ next[2].0[0] as u64 ^ next[3].0[0] as u64,
+    );
 }
 
 /// The smaller of two (index, key) pairs; written as selects so the
@@ -682,8 +719,8 @@ impl Wfq {
             t_v: Instant::ZERO,
             work_carry: 0,
             gps_weight: 0,
-            gps: KeyHeap::new(),
-            ready: KeyHeap::new(),
+            gps: KeyHeap::with_prefetch(),
+            ready: KeyHeap::with_prefetch(),
             seq: 0,
             stats: QueueStats::default(),
         })
