@@ -48,11 +48,16 @@ pub struct DriverArgs {
     /// Busy-poll this long before each deadline (default 100us).
     #[arg(long, value_name = "DURATION")]
     pub spin: Option<String>,
+    /// Emulate each router's scenario `processing` time (as the simulator
+    /// models the paper's PCs) before input processing.
+    #[arg(long)]
+    pub emulate_cpu: bool,
 }
 
 impl DriverArgs {
     fn apply(&self, o: &mut LiveOptions) -> Result<()> {
         o.driver.busy_poll = self.busy_poll;
+        o.emulate_cpu = self.emulate_cpu;
         if let Some(s) = &self.spin {
             o.driver.spin = parse_duration(s)?;
         }
@@ -255,21 +260,22 @@ fn lab_up(a: LabUpArgs) -> Result<()> {
             s.sender_addr
         );
     }
-    outln!(
-        "try: qosnet lab exec {} -- ping -c 3 {}",
-        sc.flows
-            .first()
-            .map(|f| sc.nodes[f.from].name.clone())
-            .unwrap_or_default(),
-        live.net
-            .nodes
-            .iter()
-            .flat_map(|n| n.ifaces.first())
-            .map(|f| f.peer_ip)
-            .next()
-            .map(|a| a.to_string())
-            .unwrap_or_default()
-    );
+    if let Some(f) = sc.flows.first() {
+        let p = if o.prefix == lab::DEFAULT_PREFIX {
+            String::new()
+        } else {
+            format!(" --prefix {}", o.prefix)
+        };
+        let to = &live.net.nodes[f.to];
+        if let (Some(a), Some(b)) = (live.net.nodes[f.from].ifaces.first(), to.ifaces.first()) {
+            outln!(
+                "try: qosnet lab exec {}{p} -- ping -c 3 {}   (its router: {})",
+                sc.nodes[f.from].name,
+                b.ip,
+                a.peer_ip
+            );
+        }
+    }
     let rep = live.wait(&stop);
     if let Some(r) = rep {
         print_driver(&r);
@@ -402,6 +408,7 @@ pub fn gen(a: GenArgs) -> Result<()> {
         count: a.count,
         seed: a.seed,
         measure: None,
+        spin: qosnet_live::clock::DEFAULT_SPIN,
     };
     let stop = ctrl_c_flag()?;
     let r = traffic::run_gen(&cfg, &stop).with_context(|| format!("sending to {}", a.dst))?;
@@ -486,5 +493,373 @@ pub fn sink(a: SinkArgs) -> Result<()> {
         c.no_kernel_timestamp
     );
     let _ = stop.load(Ordering::Relaxed);
+    Ok(())
+}
+
+// ---- qosnet router --config ---------------------------------------------
+
+#[derive(Args)]
+pub struct RouterArgs {
+    /// Router config (TOML): `scenario`, `node`, `[ports]`; see
+    /// docs/router-config.md.
+    #[arg(long)]
+    pub config: PathBuf,
+    #[command(flatten)]
+    pub driver: DriverArgs,
+}
+
+/// A parsed `qosnet router` config.
+struct RouterConfig {
+    scenario: PathBuf,
+    node: String,
+    /// Scenario neighbour → local interface.
+    ports: std::collections::BTreeMap<String, String>,
+    netns: Option<String>,
+    sets: Vec<String>,
+    emulate_wire: bool,
+}
+
+fn router_config(path: &std::path::Path) -> Result<RouterConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: toml::Table = toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let known = ["scenario", "node", "ports", "netns", "set", "emulate_wire"];
+    if let Some(k) = v.keys().find(|k| !known.contains(&k.as_str())) {
+        bail!(
+            "{}: unknown key `{k}` (known: {})",
+            path.display(),
+            known.join(", ")
+        );
+    }
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
+    let scenario =
+        s("scenario").ok_or_else(|| anyhow!("{}: `scenario = \"FILE\"` is required", path.display()))?;
+    let scenario = path.parent().unwrap_or(std::path::Path::new(".")).join(scenario);
+    let node = s("node").ok_or_else(|| anyhow!("{}: `node = \"NAME\"` is required", path.display()))?;
+    let mut ports = std::collections::BTreeMap::new();
+    if let Some(t) = v.get("ports").and_then(|p| p.as_table()) {
+        for (k, x) in t {
+            let ifname = x
+                .as_str()
+                .ok_or_else(|| anyhow!("{}: ports.{k} must be an interface name", path.display()))?;
+            ports.insert(k.clone(), ifname.to_string());
+        }
+    }
+    let sets = match v.get("set") {
+        Some(toml::Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+        _ => Vec::new(),
+    };
+    Ok(RouterConfig {
+        scenario,
+        node,
+        ports,
+        netns: s("netns"),
+        sets,
+        emulate_wire: v.get("emulate_wire").and_then(|x| x.as_bool()).unwrap_or(false),
+    })
+}
+
+pub fn router(a: RouterArgs) -> Result<()> {
+    use qosnet_live::afpacket::AfPacket;
+    use qosnet_live::router_loop::{Driver, RouterHost};
+    use qosnet_scenario::build::{build_router, tdp_setup, BuildOpts};
+    let c = router_config(&a.config)?;
+    if !qosnet_live::netns::is_root() {
+        bail!("qosnet router needs root (or CAP_NET_RAW and CAP_NET_ADMIN) for AF_PACKET sockets in promiscuous mode");
+    }
+    let sc =
+        qosnet_scenario::load_file(&c.scenario.to_string_lossy(), &c.sets).map_err(|e| anyhow!("{e}"))?;
+    let net = qosnet_scenario::topo::Network::build(&sc).map_err(|e| anyhow!("{}: {e}", sc.source))?;
+    let i = sc
+        .node_index(&c.node)
+        .filter(|&i| sc.nodes[i].is_router())
+        .ok_or_else(|| anyhow!("{}: no router named {}", sc.source, c.node))?;
+    let (ctr, plan) = tdp_setup(&sc, &net).map_err(|e| anyhow!("{e}"))?;
+    let mut r = build_router(&sc, &net, ctr.as_ref(), plan.as_ref(), i, &BuildOpts::default())
+        .map_err(|e| anyhow!("{e}"))?;
+    r.set_transmit_catch_up(Duration::from_millis(1));
+    let mut devs = Vec::new();
+    let mut resolve = Vec::new();
+    for (k, f) in net.nodes[i].ifaces.iter().enumerate() {
+        let peer = &sc.nodes[f.peer].name;
+        let ifname = c.ports.get(peer).ok_or_else(|| {
+            anyhow!(
+                "{}: [ports] lacks `{peer} = \"IFNAME\"` (the port towards {peer})",
+                a.config.display()
+            )
+        })?;
+        let af = qosnet_live::afpacket::AfPacketConfig::default();
+        let dev = match &c.netns {
+            Some(ns) => AfPacket::open_in(ns, ifname, &af),
+            None => AfPacket::open(ifname, &af),
+        }
+        .with_context(|| format!("opening {ifname}"))?;
+        // The port answers ARP with the NIC's own MAC.
+        if let Some(p) = r.port_mut(k as u16) {
+            p.cfg.mac = dev.mac();
+        }
+        outln!(
+            "port {k}: {ifname} {}/{} mac {} -> {peer} ({})",
+            f.ip,
+            f.prefix_len,
+            dev.mac(),
+            f.peer_ip
+        );
+        devs.push(dev);
+        resolve.push((k as u16, f.peer_ip));
+    }
+    for extra in c.ports.keys() {
+        if !net.nodes[i]
+            .ifaces
+            .iter()
+            .any(|f| &sc.nodes[f.peer].name == extra)
+        {
+            bail!(
+                "{}: [ports] names {extra}, which is not a neighbour of {}",
+                a.config.display(),
+                c.node
+            );
+        }
+    }
+    let mut h = RouterHost::new(r, devs);
+    h.resolve = resolve;
+    if c.emulate_wire {
+        h.wire = Some(
+            net.nodes[i]
+                .ifaces
+                .iter()
+                .map(|f| sc.links[f.link].delay)
+                .collect(),
+        );
+    }
+    let mut o = LiveOptions::default();
+    a.driver.apply(&mut o)?;
+    let mut d = Driver::new(vec![h], o.driver);
+    let stop = ctrl_c_flag()?;
+    if let Some(ctr) = ctr {
+        outln!(
+            "CTR: T_f {}, {} TFs per TC, on CLOCK_REALTIME (TF 0 began at the Unix epoch; TFs align to UTC seconds)",
+            ctr.tf_len(),
+            ctr.tfs_per_tc()
+        );
+    }
+    outln!("router {} running; Ctrl-C stops it", c.node);
+    d.run(|| stop.load(Ordering::Relaxed), None, |_, _| {});
+    let rep = d.report();
+    let rc = &d.hosts[0].router.counters;
+    outln!(
+        "forwarded {}, local {}, drops {}, unresolved {}",
+        rc.forwarded,
+        rc.local_rx,
+        rc.total_drops(),
+        rc.unresolved
+    );
+    for (k, v) in d.hosts[0].router.extra_counters() {
+        outln!("  {k} {v}");
+    }
+    for p in &rep.ports {
+        outln!(
+            "  {}: rx {} tx {} kernel drops {} tx busy {} tx errors {}",
+            p.port,
+            p.device.rx_frames,
+            p.device.tx_frames,
+            p.device.rx_kernel_drops,
+            p.device.tx_busy,
+            p.device.tx_errors
+        );
+    }
+    print_driver(&rep);
+    Ok(())
+}
+
+// ---- qosnet bench forward -----------------------------------------------
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Packets per second through one router: Linux kernel forwarding,
+    /// qosnet FIFO and qosnet TDP on the same namespace topology.
+    Forward(BenchArgs),
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Measured time per configuration and round.
+    #[arg(long, default_value = "2s")]
+    pub duration: String,
+    /// Rounds of (kernel, FIFO, TDP).
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// UDP payload bytes (18 makes 64-byte frames).
+    #[arg(long, default_value_t = 18)]
+    pub payload: usize,
+    #[arg(long, default_value = "qnb")]
+    pub prefix: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bench(c: BenchCmd) -> Result<()> {
+    let BenchCmd::Forward(a) = c;
+    need_root("qosnet bench forward")?;
+    let stop = signals()?;
+    let cfg = qosnet_live::bench::BenchConfig {
+        prefix: a.prefix.clone(),
+        duration: parse_duration(&a.duration)?,
+        payload: a.payload,
+        rounds: a.rounds.max(1),
+    };
+    let pts = qosnet_live::bench::forward(&cfg, stop).map_err(|e| anyhow!("{e}"))?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&pts)?);
+        return Ok(());
+    }
+    outln!(
+        "forwarding h1 -> router -> h2, UDP payload {} B ({}-byte frames), {} per run",
+        a.payload,
+        a.payload + 42 + 4,
+        a.duration
+    );
+    outln!(
+        "{:<8} {:>6} {:>14} {:>14}",
+        "router",
+        "round",
+        "offered pps",
+        "received pps"
+    );
+    for p in &pts {
+        outln!(
+            "{:<8} {:>6} {:>14.0} {:>14.0}",
+            p.router,
+            p.round,
+            p.sent_pps,
+            p.received_pps
+        );
+    }
+    let mean = |k: &str| {
+        let v: Vec<f64> = pts
+            .iter()
+            .filter(|p| p.router == k)
+            .map(|p| p.received_pps)
+            .collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let (k, f, t) = (mean("kernel"), mean("fifo"), mean("tdp"));
+    outln!(
+        "means: kernel {k:.0} pps, qosnet FIFO {f:.0} pps, qosnet TDP {t:.0} pps\nratios: qosnet FIFO / kernel = {:.2}, qosnet TDP / qosnet FIFO = {:.2}",
+        f / k.max(1.0),
+        t / f.max(1.0)
+    );
+    Ok(())
+}
+
+// ---- qosnet reproduce tdp --live ----------------------------------------
+
+/// ICC 2006 Tables I and II: paper, simulator and live lab side by side.
+pub fn reproduce_tdp_live(a: &crate::ReproduceArgs) -> Result<()> {
+    need_root("qosnet reproduce tdp --live")?;
+    let mut sets = a.set.clone();
+    if let Some(d) = &a.duration {
+        sets.push(format!("scenario.duration=\"{d}\""));
+    }
+    if let Some(s) = a.seed {
+        sets.push(format!("scenario.seed={s}"));
+    }
+    let stop = signals()?;
+    let mut runs = Vec::new();
+    for e in crate::embedded::TDP_ICC2006.iter() {
+        let sc = qosnet_scenario::load_str(e.path, e.text, &sets).map_err(|e| anyhow!("{e}"))?;
+        let paper = sc.paper.as_ref().map(|p| p.values.clone()).unwrap_or_default();
+        eprintln!("{}: simulating...", sc.name);
+        let sim = qosnet_sim::Sim::new(sc.clone())
+            .map_err(|e| anyhow!("{e}"))?
+            .run();
+        eprintln!("{}: running live ({} s)...", sc.name, sc.duration.as_secs_f64());
+        let o = LiveOptions {
+            prefix: a.prefix.clone(),
+            emulate_cpu: true,
+            ..LiveOptions::default()
+        };
+        let live = labrun::run(&sc, &o, stop.clone()).map_err(|e| anyhow!("{}: {e}", sc.name))?;
+        if let Some(dir) = &a.out {
+            report::write_outputs(
+                &dir.join(format!("{}-live", sc.name)),
+                &live.results,
+                &live.buckets,
+            )?;
+        }
+        runs.push((paper, sim, live.results));
+    }
+    for (title, fifo, tdp) in [
+        (
+            "Table I: end-to-end delay jitter, 1002-byte IP packets",
+            &runs[0],
+            &runs[1],
+        ),
+        (
+            "Table II: end-to-end delay jitter, 482-byte IP packets",
+            &runs[2],
+            &runs[3],
+        ),
+    ] {
+        outln!("\n{title} ({} s per run)", tdp.2.duration_s);
+        outln!(
+            "{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "flow",
+            "paper FIFO",
+            "sim FIFO",
+            "live FIFO",
+            "paper TDP",
+            "sim TDP",
+            "live TDP",
+            "lost live",
+            "lost live"
+        );
+        outln!(
+            "{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "FIFO",
+            "TDP"
+        );
+        for (i, f) in tdp.2.flows.iter().enumerate() {
+            let p = |m: &std::collections::BTreeMap<String, f64>| {
+                m.get(&f.name).map(|v| format!("{v:.2} ms")).unwrap_or_default()
+            };
+            let j = |r: &Results| {
+                r.flows
+                    .get(i)
+                    .map(|x| fmt_ns(x.jitter_ns as f64))
+                    .unwrap_or_default()
+            };
+            outln!(
+                "{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+                f.name,
+                p(&fifo.0),
+                j(&fifo.1),
+                j(&fifo.2),
+                p(&tdp.0),
+                j(&tdp.1),
+                j(&tdp.2),
+                fifo.2.flows.get(i).map_or(0, |x| x.lost),
+                f.lost
+            );
+        }
+        outln!(
+            "live FIFO: {}",
+            lateness_line(&fifo.2).replace('\n', "\n           ")
+        );
+        outln!(
+            "live TDP:  {}",
+            lateness_line(&tdp.2).replace('\n', "\n           ")
+        );
+    }
+    outln!(
+        "\nlive runs emulate the scenarios' router processing time (uniform 2-20 us per packet, as the simulator\n\
+         models the paper's PCs) and 100 Mb/s store-and-forward wires on veth; jitter = max - min one-way delay."
+    );
     Ok(())
 }

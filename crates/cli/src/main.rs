@@ -66,6 +66,13 @@ enum Cmd {
     Gen(live::GenArgs),
     /// Receive measurement traffic and print per-flow loss, delay, jitter.
     Sink(live::SinkArgs),
+    /// Run one qosnet router of a scenario on this machine's interfaces.
+    Router(live::RouterArgs),
+    /// Benchmarks: `qosnet bench forward` (root).
+    Bench {
+        #[command(subcommand)]
+        cmd: live::BenchCmd,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -98,6 +105,13 @@ struct SimArgs {
     /// Print results.json to standard output instead of tables.
     #[arg(long)]
     json: bool,
+    /// Write a pcap file per link direction into this directory (frames as
+    /// transmitted, virtual-time nanosecond timestamps).
+    #[arg(long, value_name = "DIR")]
+    pcap: Option<PathBuf>,
+    /// Only capture these directed links (e.g. R1->R2); repeatable.
+    #[arg(long = "pcap-link", value_name = "FROM->TO", requires = "pcap")]
+    pcap_links: Vec<String>,
 }
 
 #[derive(Args)]
@@ -116,6 +130,13 @@ pub struct ReproduceArgs {
     /// Write each run's outputs under DIR/<scenario>/.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also run every scenario live in a namespace lab (root) and print
+    /// paper, sim and live side by side.
+    #[arg(long)]
+    pub live: bool,
+    /// Namespace prefix of the live labs.
+    #[arg(long, default_value = "qn")]
+    pub prefix: String,
 }
 
 impl ScenarioArgs {
@@ -155,6 +176,8 @@ fn main() -> ExitCode {
         Cmd::Lab { cmd } => live::lab_cmd(cmd),
         Cmd::Gen(a) => live::gen(a),
         Cmd::Sink(a) => live::sink(a),
+        Cmd::Router(a) => live::router(a),
+        Cmd::Bench { cmd } => live::bench(cmd),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -171,6 +194,12 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
     let name = sc.name.clone();
     let mut sim = Sim::new(sc).map_err(|e| anyhow!("{name}: {e}"))?;
     sim.set_progress(!a.json);
+    if let Some(dir) = &a.pcap {
+        let files = sim.enable_pcap(dir, &a.pcap_links).map_err(|e| anyhow!(e))?;
+        if !a.json {
+            eprintln!("capturing {} link directions into {}", files.len(), dir.display());
+        }
+    }
     let r = sim.run();
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);

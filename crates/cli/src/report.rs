@@ -38,7 +38,11 @@ pub fn flow_table(r: &Results, paper: Option<&Paper>) -> String {
         let _ = write!(
             s,
             "{:<14} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
-            if f.delay_kind == "rtt" { format!("{} (rtt)", f.name) } else { f.name.clone() },
+            if f.delay_kind == "rtt" {
+                format!("{} (rtt)", f.name)
+            } else {
+                f.name.clone()
+            },
             f.sent,
             f.received,
             f.lost,

@@ -12,6 +12,7 @@ use crate::ReproduceArgs;
 
 pub fn run(a: ReproduceArgs) -> Result<()> {
     match a.paper.as_str() {
+        "tdp" if a.live => crate::live::reproduce_tdp_live(&a),
         "tdp" => tdp(&a),
         "diffserv" => crate::reproduce_ds::diffserv(&a),
         other => {

@@ -54,7 +54,8 @@ pub fn parse_arp(f: &[u8]) -> Result<Arp, Malformed> {
     let htype = u16::from_be_bytes([a[0], a[1]]);
     let ptype = u16::from_be_bytes([a[2], a[3]]);
     let oper = u16::from_be_bytes([a[6], a[7]]);
-    if htype != 1 || ptype != 0x0800 || a[4] != 6 || a[5] != 4 || !(oper == ARP_REQUEST || oper == ARP_REPLY) {
+    if htype != 1 || ptype != 0x0800 || a[4] != 6 || a[5] != 4 || !(oper == ARP_REQUEST || oper == ARP_REPLY)
+    {
         return Err(Malformed::BadArp);
     }
     Ok(Arp {

@@ -76,7 +76,14 @@ pub fn echo_reply(f: &[u8], info: &Ipv4Info, ident: u16) -> Option<Vec<u8>> {
     msg[3] = 0;
     let c = wire::checksum(&msg);
     msg[2..4].copy_from_slice(&c.to_be_bytes());
-    Some(build_ipv4(info.dst, info.src, IPPROTO_ICMP, ORIGIN_TTL, ident, &msg))
+    Some(build_ipv4(
+        info.dst,
+        info.src,
+        IPPROTO_ICMP,
+        ORIGIN_TTL,
+        ident,
+        &msg,
+    ))
 }
 
 /// Whether an address may be the source or destination of a packet an ICMP
@@ -145,7 +152,10 @@ mod tests {
         let info = parse_ipv4(&req).unwrap();
         let rep = echo_reply(&req, &info, 9).unwrap();
         let ri = parse_ipv4(&rep).unwrap();
-        assert_eq!((ri.src, ri.dst, ri.proto, ri.ttl), (info.dst, info.src, IPPROTO_ICMP, 64));
+        assert_eq!(
+            (ri.src, ri.dst, ri.proto, ri.ttl),
+            (info.dst, info.src, IPPROTO_ICMP, 64)
+        );
         let body = &rep[ri.l4_offset()..ETH_HDR + ri.total_len];
         assert_eq!(body[0], ICMP_ECHO_REPLY);
         assert_eq!(wire::ones_sum(0, body), 0xffff, "ICMP checksum");

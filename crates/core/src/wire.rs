@@ -388,7 +388,10 @@ mod tests {
         reflect_udp(&mut f, &i, MacAddr::local(9), MacAddr::local(8));
         set_ttl(&mut f, 3);
         let r = parse_ipv4(&f).unwrap();
-        assert_eq!((r.src, r.dst, r.sport, r.dport, r.ttl), (i.dst, i.src, i.dport, i.sport, 3));
+        assert_eq!(
+            (r.src, r.dst, r.sport, r.dport, r.ttl),
+            (i.dst, i.src, i.dport, i.sport, 3)
+        );
         assert_eq!(eth_dst(&f), Some(MacAddr::local(8)));
     }
 

@@ -143,7 +143,8 @@ pub fn disable_offloads(ifname: &str) -> io::Result<()> {
         match ethtool(&fd, ifname, set, 0) {
             Ok(_) => {}
             // `ioctl` rewraps the error with context: match on the kind.
-            Err(e) if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            Err(e)
+                if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
             Err(e) => return Err(e),
         }
     }

@@ -83,9 +83,20 @@ impl LiveLayout {
 
 /// Map a scenario and its network onto a lab description.
 pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, String> {
+    if let Some(f) = sc.flows.iter().find(|f| f.echo) {
+        return Err(format!(
+            "flow {}: echo flows (round trips) are not supported live yet; use irtt in a `qosnet lab up` lab",
+            f.name
+        ));
+    }
     let mut spec = LabSpec::new(prefix);
     let looping: Vec<usize> = {
-        let mut v: Vec<usize> = sc.flows.iter().filter(|f| f.from == f.to).map(|f| f.from).collect();
+        let mut v: Vec<usize> = sc
+            .flows
+            .iter()
+            .filter(|f| f.from == f.to)
+            .map(|f| f.from)
+            .collect();
         v.sort();
         v.dedup();
         v
@@ -193,15 +204,18 @@ pub fn post_up(lab: &Lab, layout: &LiveLayout) -> Result<(), LabError> {
             })?;
         let gw = s.gateway.to_string();
         ip(&["-n", &ns, "route", "add", "default", "via", &gw, "dev", "br0"])?;
-        let sp = lab.port(&s.sender, &s.host).map(|p| p.ifname.clone()).ok_or_else(|| {
-            LabError::Invalid(format!("no link between {} and {}", s.sender, s.host))
-        })?;
+        let sp = lab
+            .port(&s.sender, &s.host)
+            .map(|p| p.ifname.clone())
+            .ok_or_else(|| LabError::Invalid(format!("no link between {} and {}", s.sender, s.host)))?;
         // A /32 and an on-link default route: with the subnet's connected
         // route the sender would reach its own host straight across the
         // bridge instead of through the router.
         let a32 = format!("{}/32", s.sender_addr.split('/').next().unwrap_or(""));
         ip(&["-n", &sns, "addr", "add", &a32, "dev", &sp])?;
-        ip(&["-n", &sns, "route", "add", "default", "via", &gw, "dev", &sp, "onlink"])?;
+        ip(&[
+            "-n", &sns, "route", "add", "default", "via", &gw, "dev", &sp, "onlink",
+        ])?;
     }
     Ok(())
 }
@@ -214,16 +228,17 @@ pub fn open_routers(
     net: &Network,
     lab: &Lab,
     opts: &BuildOpts,
-    af: &AfPacketConfig,
-    emulate_cpu: bool,
+    live: &LiveOptions,
 ) -> Result<Vec<RouterHost<AfPacket>>, String> {
+    let af = &live.afpacket;
     let (ctr, plan) = tdp_setup(sc, net)?;
     let mut hosts = Vec::new();
     for (i, n) in sc.nodes.iter().enumerate() {
         if !n.is_router() {
             continue;
         }
-        let router = build_router(sc, net, ctr.as_ref(), plan.as_ref(), i, opts)?;
+        let mut router = build_router(sc, net, ctr.as_ref(), plan.as_ref(), i, opts)?;
+        router.set_transmit_catch_up(Duration::from_millis(5));
         let mut devs = Vec::new();
         let mut resolve = Vec::new();
         for (k, f) in net.nodes[i].ifaces.iter().enumerate() {
@@ -233,7 +248,10 @@ pub fn open_routers(
                 .find(|p| p.link == f.link && p.node == n.name)
                 .ok_or_else(|| format!("lab has no port of {} on link {}", n.name, f.link))?;
             if p.mac != f.mac {
-                return Err(format!("lab port {} has MAC {}, scenario says {}", p.ifname, p.mac, f.mac));
+                return Err(format!(
+                    "lab port {} has MAC {}, scenario says {}",
+                    p.ifname, p.mac, f.mac
+                ));
             }
             let dev = AfPacket::open_in(&p.netns, &p.ifname, af)
                 .map_err(|e| format!("opening {} in {}: {e}", p.ifname, p.netns))?;
@@ -242,16 +260,28 @@ pub fn open_routers(
         }
         let mut h = RouterHost::new(router, devs);
         h.resolve = resolve;
-        // veth has no rate: emulate the scenario's wires.
-        h.wire = Some(net.nodes[i].ifaces.iter().map(|f| sc.links[f.link].delay).collect());
-        if emulate_cpu {
+        if live.emulate_wire {
+            // veth has no rate: emulate the scenario's wires.
+            h.wire = Some(
+                net.nodes[i]
+                    .ifaces
+                    .iter()
+                    .map(|f| sc.links[f.link].delay)
+                    .collect(),
+            );
+        }
+        if live.emulate_cpu {
             if let Some(spec) = n.router() {
                 let dist = match spec.processing {
                     ProcTime::Fixed(d) => ProcDist::Fixed(d),
                     ProcTime::Uniform(a, b) => ProcDist::Uniform(a, b),
                     ProcTime::Exp { base, mean } => ProcDist::Exp { base, mean },
                 };
-                h.cpu = Some(CpuModel::new(dist, spec.input_queue, sc.seed.wrapping_add(i as u64)));
+                h.cpu = Some(CpuModel::new(
+                    dist,
+                    spec.input_queue,
+                    sc.seed.wrapping_add(i as u64),
+                ));
             }
         }
         hosts.push(h);
@@ -272,17 +302,26 @@ pub struct LiveOptions {
     /// Emulate each router's scenario `processing` time before input
     /// ([`crate::router_loop::CpuModel`]).
     pub emulate_cpu: bool,
+    /// Deliver each frame when its last bit would leave a real link of the
+    /// scenario's capacity, plus the link's delay (store and forward, as
+    /// in the simulator); off, frames leave paced but at once.
+    pub emulate_wire: bool,
 }
 
 impl Default for LiveOptions {
     fn default() -> Self {
         LiveOptions {
             prefix: crate::lab::DEFAULT_PREFIX.into(),
-            driver: DriverConfig::default(),
+            // The routers' thread outranks the lab's traffic threads.
+            driver: DriverConfig {
+                nice: Some(-15),
+                ..DriverConfig::default()
+            },
             afpacket: AfPacketConfig::default(),
             timer_noise: true,
             verbose: false,
             emulate_cpu: false,
+            emulate_wire: true,
         }
     }
 }
@@ -307,6 +346,9 @@ pub struct LiveLab {
 
 /// Port counters of every router at a mark: per router, per port
 /// (tx packets, tx bytes, tx wire bytes, rx packets, rx bytes).
+/// Per flow id: the delay histogram buckets and the sink's report.
+type SinkFlows = BTreeMap<u32, (Vec<(u64, u64)>, traffic::FlowReport)>;
+
 pub type Snapshot = Vec<Vec<(u64, u64, u64, u64, u64)>>;
 
 fn snapshot(d: &Driver<AfPacket>) -> Snapshot {
@@ -340,7 +382,7 @@ impl LiveLab {
         let layout = layout(sc, &net, &opts.prefix)?;
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
-        let hosts = open_routers(sc, &net, &lab, &layout.build_opts(), &opts.afpacket, opts.emulate_cpu)?;
+        let hosts = open_routers(sc, &net, &lab, &layout.build_opts(), opts)?;
         let mut driver = Driver::new(hosts, opts.driver);
         driver.set_marks(marks);
         let halt = Arc::new(AtomicBool::new(false));
@@ -406,7 +448,8 @@ fn warm_arp(lab: &Lab, node: &str, from: Ipv4Addr, to: Ipv4Addr) -> Result<(), S
     let ns = lab.netns(node).ok_or("no such node")?;
     netns::run_in(&ns, || {
         let s = std::net::UdpSocket::bind(SocketAddrV4::new(from, 0))?;
-        s.send_to(b"qosnet arp warm-up", SocketAddrV4::new(to, 9)).map(|_| ())
+        s.send_to(b"qosnet arp warm-up", SocketAddrV4::new(to, 9))
+            .map(|_| ())
     })
     .and_then(|r| r)
     .map_err(|e| format!("warm-up datagram from {node}: {e}"))
@@ -440,6 +483,9 @@ fn gen_config(sc: &Scenario, fi: usize, net: &Network, src: Ipv4Addr, t0: Instan
         count: None,
         seed: sc.seed.wrapping_add(fi as u64),
         measure: Some((t0 + sc.warmup, t0 + sc.duration)),
+        // The routers need the cores more than the senders need precision
+        // (send times are measured, not assumed).
+        spin: Duration::from_micros(20),
     }
 }
 
@@ -477,7 +523,13 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         warm_arp(live.lab(), node, *src, gw)?;
     }
     for s in &live.layout.splits {
-        let hip: Ipv4Addr = s.host_addr.split('/').next().unwrap_or("").parse().map_err(|_| "bad address")?;
+        let hip: Ipv4Addr = s
+            .host_addr
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| "bad address")?;
         warm_arp(live.lab(), &s.host, hip, s.gateway)?;
     }
 
@@ -520,9 +572,12 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     ));
     let gens: Vec<Result<GenReport, String>> = gen_threads
         .into_iter()
-        .map(|t| t.join().unwrap_or_else(|_| Err("generator thread panicked".into())))
+        .map(|t| {
+            t.join()
+                .unwrap_or_else(|_| Err("generator thread panicked".into()))
+        })
         .collect();
-    let mut flows_stats: BTreeMap<u32, (Vec<(u64, u64)>, traffic::FlowReport)> = BTreeMap::new();
+    let mut flows_stats: SinkFlows = BTreeMap::new();
     let mut sink_counters = Vec::new();
     for t in sink_threads {
         let (sink, r) = t.join().map_err(|_| "sink thread panicked")?;
@@ -536,7 +591,18 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     let dr = driver.report();
     let gens: Vec<GenReport> = gens.into_iter().collect::<Result<_, _>>()?;
     let interrupted = stop.load(Ordering::Relaxed);
-    let results = results(sc, &net, &live.layout, &driver, &dr, &snaps, &gens, &flows_stats, &sink_counters, noise);
+    let results = results(
+        sc,
+        &net,
+        &live.layout,
+        &driver,
+        &dr,
+        &snaps,
+        &gens,
+        &flows_stats,
+        &sink_counters,
+        noise,
+    );
     let buckets = sc
         .flows
         .iter()
@@ -544,7 +610,10 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         .map(|(fi, f)| {
             (
                 f.name.clone(),
-                flows_stats.get(&(fi as u32)).map(|(b, _)| b.clone()).unwrap_or_default(),
+                flows_stats
+                    .get(&(fi as u32))
+                    .map(|(b, _)| b.clone())
+                    .unwrap_or_default(),
             )
         })
         .collect();
@@ -569,7 +638,7 @@ fn results(
     dr: &DriverReport,
     snaps: &[Snapshot],
     gens: &[GenReport],
-    flows: &BTreeMap<u32, (Vec<(u64, u64)>, traffic::FlowReport)>,
+    flows: &SinkFlows,
     sinks: &[SinkCounters],
     noise: Option<clock::TimerNoise>,
 ) -> Results {
@@ -604,7 +673,8 @@ fn results(
             fr
         })
         .collect();
-    let zero = |h: usize, p: usize, s: &Snapshot| s.get(h).and_then(|v| v.get(p)).copied().unwrap_or_default();
+    let zero =
+        |h: usize, p: usize, s: &Snapshot| s.get(h).and_then(|v| v.get(p)).copied().unwrap_or_default();
     let empty = Snapshot::new();
     let (a, b) = (snaps.first().unwrap_or(&empty), snaps.get(1).unwrap_or(&empty));
     let mut links = Vec::new();
@@ -640,7 +710,8 @@ fn results(
             if let Some(pr) = port_reports.next() {
                 if pr.tx_refused > 0 {
                     lr.drops += pr.tx_refused;
-                    lr.drops_by_reason.insert("device_tx_refused".into(), pr.tx_refused);
+                    lr.drops_by_reason
+                        .insert("device_tx_refused".into(), pr.tx_refused);
                 }
             }
             links.push(lr);
@@ -730,7 +801,11 @@ fn results(
         let mut counters = BTreeMap::new();
         let from: Vec<usize> = (0..sc.flows.len()).filter(|&fi| sc.flows[fi].from == i).collect();
         let sent: u64 = from.iter().filter_map(|&fi| gens.get(fi)).map(|g| g.sent).sum();
-        let errs: u64 = from.iter().filter_map(|&fi| gens.get(fi)).map(|g| g.send_errors).sum();
+        let errs: u64 = from
+            .iter()
+            .filter_map(|&fi| gens.get(fi))
+            .map(|g| g.send_errors)
+            .sum();
         counters.insert("sent".into(), sent);
         counters.insert("send_errors".into(), errs);
         nodes.push(NodeResult {

@@ -10,6 +10,7 @@
 //! `unsafe` appears only around system calls, each with a SAFETY comment.
 
 pub mod afpacket;
+pub mod bench;
 pub mod clock;
 pub mod iface;
 pub mod lab;

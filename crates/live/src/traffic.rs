@@ -165,6 +165,9 @@ pub struct GenConfig {
     /// Measurement window (CLOCK_REALTIME): packets scheduled inside it are
     /// counted in [`GenReport::sent_measured`], to match a sink window.
     pub measure: Option<(Instant, Instant)>,
+    /// Busy-poll this long before each send ([`Clock::with_spin`]); less
+    /// spinning leaves CPU to routers sharing the machine.
+    pub spin: Duration,
 }
 
 impl GenConfig {
@@ -184,6 +187,7 @@ impl GenConfig {
             count: None,
             seed: 1,
             measure: None,
+            spin: clock::DEFAULT_SPIN,
         }
     }
 }
@@ -247,7 +251,7 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
     // Failed route lookups or full buffers must not stall the pacing.
     sock.set_nonblocking(true)?;
 
-    let clock = Clock::realtime();
+    let clock = Clock::realtime().with_spin(cfg.spin);
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut sched = Schedule::new(cfg.pattern, cfg.rate.pps(cfg.size.mean()));
     let start = cfg.start.unwrap_or_else(|| clock.now());
@@ -286,7 +290,10 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
             Ok(_) => {
                 rep.sent += 1;
                 rep.sent_ip_bytes += size as u64;
-                if cfg.measure.is_none_or(|(a, b)| probe.tx_ns >= a.0 && probe.tx_ns < b.0) {
+                if cfg
+                    .measure
+                    .is_none_or(|(a, b)| probe.tx_ns >= a.0 && probe.tx_ns < b.0)
+                {
                     rep.sent_measured += 1;
                 }
             }

@@ -120,7 +120,11 @@ type Capture = pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>;
 fn capture(pcap: &mut [Vec<Option<Capture>>], node: usize, port: usize, at: Instant, pkt: &Packet) {
     if let Some(slot) = pcap.get_mut(node).and_then(|r| r.get_mut(port)) {
         if let Some(w) = slot {
-            let p = pcap_file::pcap::PcapPacket::new(std::time::Duration::from_nanos(at.as_nanos()), pkt.len() as u32, &pkt.data);
+            let p = pcap_file::pcap::PcapPacket::new(
+                std::time::Duration::from_nanos(at.as_nanos()),
+                pkt.len() as u32,
+                &pkt.data,
+            );
             if w.write_packet(&p).is_err() {
                 *slot = None;
             }
@@ -201,11 +205,17 @@ impl Sim {
         let mut known = Vec::new();
         for (i, nn) in self.net.nodes.iter().enumerate() {
             for f in &nn.ifaces {
-                known.push(format!("{}->{}", self.sc.nodes[i].name, self.sc.nodes[f.peer].name));
+                known.push(format!(
+                    "{}->{}",
+                    self.sc.nodes[i].name, self.sc.nodes[f.peer].name
+                ));
             }
         }
         if let Some(bad) = links.iter().find(|l| !known.contains(l)) {
-            return Err(format!("--pcap-link {bad}: no such link; links are {}", known.join(", ")));
+            return Err(format!(
+                "--pcap-link {bad}: no such link; links are {}",
+                known.join(", ")
+            ));
         }
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let mut opened = Vec::new();
@@ -219,8 +229,12 @@ impl Sim {
                     continue;
                 }
                 let path = dir.join(format!("{a}-{b}.pcap"));
-                let file = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-                let header = PcapHeader { ts_resolution: TsResolution::NanoSecond, ..Default::default() };
+                let file =
+                    std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+                let header = PcapHeader {
+                    ts_resolution: TsResolution::NanoSecond,
+                    ..Default::default()
+                };
                 let w = PcapWriter::with_header(std::io::BufWriter::new(file), header)
                     .map_err(|e| format!("writing {}: {e}", path.display()))?;
                 row.push(Some(w));
