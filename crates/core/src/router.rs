@@ -924,6 +924,30 @@ impl Router {
 
     /// Protocol counters beyond [`RouterCounters`]: TDP stamp decoding per
     /// port, ARP and ICMP, by name.
+    /// Every router-wide counter by name, as results report them:
+    /// forwarding counters, drops (`drop_<reason>`), malformed frames
+    /// (`malformed_<reason>`) and the protocol counters of
+    /// [`extra_counters`](Self::extra_counters).
+    pub fn named_counters(&self) -> Vec<(String, u64)> {
+        let c = &self.counters;
+        let mut v: Vec<(String, u64)> = [
+            ("forwarded", c.forwarded),
+            ("local_rx", c.local_rx),
+            ("padding_rx", c.padding_rx),
+            ("tdp_rx", c.tdp_rx),
+            ("shaped", c.shaped),
+            ("stamp_cleared", c.stamp_cleared),
+            ("unresolved", c.unresolved),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_string(), n))
+        .collect();
+        v.extend(c.drops().map(|(k, n)| (format!("drop_{k}"), n)));
+        v.extend(c.malformed().map(|(k, n)| (format!("malformed_{k}"), n)));
+        v.extend(self.extra_counters());
+        v
+    }
+
     pub fn extra_counters(&self) -> Vec<(String, u64)> {
         let mut v = self.classifier.as_ref().map(|c| c.counters()).unwrap_or_default();
         if self.tdp.is_some() {

@@ -733,28 +733,7 @@ fn results(
                 });
             }
         }
-        let c = &h.router.counters;
-        let mut counters = BTreeMap::new();
-        for (k, v) in [
-            ("forwarded", c.forwarded),
-            ("local_rx", c.local_rx),
-            ("padding_rx", c.padding_rx),
-            ("tdp_rx", c.tdp_rx),
-            ("shaped", c.shaped),
-            ("stamp_cleared", c.stamp_cleared),
-            ("unresolved", c.unresolved),
-        ] {
-            counters.insert(k.to_string(), v);
-        }
-        for (k, v) in c.drops() {
-            counters.insert(format!("drop_{k}"), v);
-        }
-        for (k, v) in c.malformed() {
-            counters.insert(format!("malformed_{k}"), v);
-        }
-        for (k, v) in h.router.extra_counters() {
-            counters.insert(k, v);
-        }
+        let mut counters: BTreeMap<String, u64> = h.router.named_counters().into_iter().collect();
         if let Some(c) = &h.cpu {
             counters.insert("input_queue_drops".into(), c.drops);
         }

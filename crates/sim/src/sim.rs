@@ -621,28 +621,8 @@ impl Sim {
             let mut counters = std::collections::BTreeMap::new();
             match node {
                 NodeState::Router(r) => {
-                    let c = &r.r.counters;
-                    for (k, v) in [
-                        ("forwarded", c.forwarded),
-                        ("local_rx", c.local_rx),
-                        ("padding_rx", c.padding_rx),
-                        ("tdp_rx", c.tdp_rx),
-                        ("shaped", c.shaped),
-                        ("stamp_cleared", c.stamp_cleared),
-                        ("unresolved", c.unresolved),
-                        ("input_queue_drops", r.input_drops),
-                    ] {
-                        counters.insert(k.to_string(), v);
-                    }
-                    for (k, v) in c.drops() {
-                        counters.insert(format!("drop_{k}"), v);
-                    }
-                    for (k, v) in c.malformed() {
-                        counters.insert(format!("malformed_{k}"), v);
-                    }
-                    for (k, v) in r.r.extra_counters() {
-                        counters.insert(k, v);
-                    }
+                    counters.extend(r.r.named_counters());
+                    counters.insert("input_queue_drops".into(), r.input_drops);
                 }
                 NodeState::Host(h) => {
                     counters.insert("sent".into(), h.tx_pkts);
