@@ -701,6 +701,7 @@ fn results(
                 load_bps: (b1 - b0).saturating_sub(14 * (p1 - p0)) as f64 * 8.0 / interval,
                 scheduler: sch.kind().to_string(),
                 queued_at_end: sch.len() as u64,
+                counters: sch.counters().into_iter().collect(),
                 ..LinkResult::default()
             };
             for (k, v) in sch.stats().drop_counts() {

@@ -50,6 +50,10 @@ pub struct LinkResult {
     pub scheduler: String,
     /// Packets still queued at the port when the run ended.
     pub queued_at_end: u64,
+    /// The scheduler's own counters over the whole run: per class for
+    /// `diffserv` (`EF.sent`, `AF1.drop_aqm`, `AF1.dropped_red`, ...), TDP
+    /// wheel events for `tdp` (`tdp_sent`, `padding_sent`, `overrun`, ...).
+    pub counters: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Default)]

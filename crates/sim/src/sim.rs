@@ -600,6 +600,7 @@ impl Sim {
                     NodeState::Router(r) => {
                         let sch = r.r.ports()[p].scheduler();
                         lr.scheduler = sch.kind().to_string();
+                        lr.counters = sch.counters().into_iter().collect();
                         lr.queued_at_end = sch.len() as u64;
                         for (k, v) in sch.stats().drop_counts() {
                             lr.drops += v;

@@ -97,3 +97,23 @@ fn t4_ef_latency_under_be_congestion() {
     assert_eq!(busy.flows[0].delay_kind, "one-way");
     assert_eq!(busy.flow("ef64").unwrap().delay_kind, "rtt");
 }
+
+#[test]
+fn per_class_counters_reach_results() {
+    let r = run("t4-latency", &["scenario.duration=1500ms".into()]);
+    let l = r.link("Ei->C1").unwrap();
+    assert!(
+        l.counters["EF.sent"] > 0 && l.counters["BE.sent"] > 0,
+        "{:?}",
+        l.counters
+    );
+    // The 120 Mb/s of BE into 100 Mb/s is dropped in BE, never in EF.
+    assert!(
+        l.counters
+            .iter()
+            .any(|(k, v)| k.starts_with("BE.drop_") && *v > 0),
+        "{:?}",
+        l.counters
+    );
+    assert!(!l.counters.keys().any(|k| k.starts_with("EF.drop_")));
+}

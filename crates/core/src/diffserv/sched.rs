@@ -424,6 +424,25 @@ impl Scheduler for DsSched {
     fn kind(&self) -> &'static str {
         "diffserv"
     }
+    /// Per PHB class: packets and bytes sent, drops by reason, WRED drops
+    /// by colour (non-zero ones only).
+    fn counters(&self) -> Vec<(String, u64)> {
+        const NAMES: [&str; 7] = ["NC", "EF", "AF1", "AF2", "AF3", "AF4", "BE"];
+        let mut v = Vec::new();
+        for (ci, name) in NAMES.iter().enumerate() {
+            let st = &self.cstats[ci];
+            v.push((format!("{name}.sent"), st.deq_pkts));
+            v.push((format!("{name}.sent_bytes"), st.deq_bytes));
+            v.extend(st.drop_counts().map(|(r, n)| (format!("{name}.drop_{r}"), n)));
+            for (k, c) in ["green", "yellow", "red"].iter().enumerate() {
+                let n = self.colour_drops[ci][k];
+                if n > 0 {
+                    v.push((format!("{name}.dropped_{c}"), n));
+                }
+            }
+        }
+        v
+    }
 }
 
 #[cfg(test)]

@@ -164,4 +164,9 @@ pub trait Scheduler: Send {
     fn stats(&self) -> &QueueStats;
     /// Short name for reports ("fifo", "tdp", "wfq", ...).
     fn kind(&self) -> &'static str;
+    /// Counters beyond [`QueueStats`] by name — per class, per window,
+    /// per protocol event — for results. Empty by default.
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }

@@ -249,6 +249,9 @@ impl Scheduler for Taprio {
     fn kind(&self) -> &'static str {
         "taprio"
     }
+    fn counters(&self) -> Vec<(String, u64)> {
+        vec![("gate_waits".into(), self.gate_waits)]
+    }
 }
 
 #[cfg(test)]

@@ -519,6 +519,20 @@ impl Scheduler for TdpWheel {
     fn kind(&self) -> &'static str {
         "tdp"
     }
+    fn counters(&self) -> Vec<(String, u64)> {
+        let t = &self.tdp;
+        [
+            ("tdp_sent", t.tdp_sent),
+            ("be_sent", t.be_sent),
+            ("padding_sent", t.padding_sent),
+            ("overrun", t.overrun),
+            ("be_remarked", t.be_remarked),
+            ("max_tf_bytes", t.max_tf_bytes),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_string(), n))
+        .collect()
+    }
 }
 
 #[cfg(test)]
