@@ -29,6 +29,7 @@ mod plot;
 mod report;
 mod reproduce;
 mod reproduce_ds;
+mod reproduce_ds_live;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

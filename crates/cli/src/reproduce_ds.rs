@@ -12,16 +12,17 @@ use qosnet_sim::Sim;
 use crate::embedded::DEGEB;
 use crate::ReproduceArgs;
 
-const CLASSES: [&str; 11] = [
+pub(crate) const CLASSES: [&str; 11] = [
     "EF", "AF11", "AF12", "AF13", "AF21", "AF22", "AF23", "AF31", "AF32", "AF33", "BE",
 ];
 
 /// Table 4-1's "Shaped Total Bandwidth" and "Packet Loss Rate" (paper).
-const SHAPED_MBPS: [f64; 11] = [10.0, 76.0, 46.0, 21.0, 46.0, 26.0, 11.0, 16.0, 6.0, 1.0, 30.0];
-const PAPER_LOSS_PCT: [f64; 11] = [89.0, 22.0, 52.0, 78.0, 51.0, 72.0, 88.0, 83.0, 94.0, 99.0, 68.0];
+pub(crate) const SHAPED_MBPS: [f64; 11] = [10.0, 76.0, 46.0, 21.0, 46.0, 26.0, 11.0, 16.0, 6.0, 1.0, 30.0];
+pub(crate) const PAPER_LOSS_PCT: [f64; 11] =
+    [89.0, 22.0, 52.0, 78.0, 51.0, 72.0, 88.0, 83.0, 94.0, 99.0, 68.0];
 
 /// Table 4-3's out-of-profile column: TOS bytes received (paper).
-const PAPER_OUT: [&str; 11] = [
+pub(crate) const PAPER_OUT: [&str; 11] = [
     "0xb8",
     "0x28 0x30 0x38",
     "0x30 0x38",
@@ -66,12 +67,23 @@ fn parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> Result<T> + Send + '_>>) -> R
         .collect()
 }
 
-fn tos_set(r: &Results) -> String {
+pub(crate) fn tos_set(r: &Results) -> String {
     let f = &r.flows[0];
     f.tos_received.keys().cloned().collect::<Vec<_>>().join(" ")
 }
 
-pub fn diffserv(a: &ReproduceArgs) -> Result<()> {
+/// Paths of T4's 3, 4 and 5-router runs (`--set flow.*.path=...`).
+pub(crate) const PATHS: [(&str, &str); 3] = [
+    ("3", "[\"Ei\", \"C1\", \"Ee\"]"),
+    ("4", "[\"Ei\", \"C1\", \"C2\", \"Ee\"]"),
+    ("5", "[\"Ei\", \"C1\", \"C2\", \"C3\", \"Ee\"]"),
+];
+
+/// T4's probe sizes (IP bytes).
+pub(crate) const SIZES: [u32; 6] = [64, 128, 256, 512, 1024, 1500];
+
+/// The sets every run gets from the command line.
+pub(crate) fn base_sets(a: &ReproduceArgs) -> Vec<String> {
     let mut base = a.set.clone();
     if let Some(d) = &a.duration {
         base.push(format!("scenario.duration=\"{d}\""));
@@ -79,20 +91,66 @@ pub fn diffserv(a: &ReproduceArgs) -> Result<()> {
     if let Some(s) = a.seed {
         base.push(format!("scenario.seed={s}"));
     }
-    let t1 = &DEGEB[0];
-    eprintln!("running DEGEB T1/T3 (22 runs) and T4 (6 runs) in simulation...");
+    base
+}
 
-    // T1 and T3: each class alone, out of profile (line rate) and in profile.
+/// T1 and T3 in simulation: per class, out of profile (line rate, index
+/// 2k) and in profile (200 pps, index 2k + 1).
+pub(crate) fn sim_t1(base: &[String]) -> Result<Vec<Results>> {
+    let t1 = &DEGEB[0];
     let mut jobs: Vec<Box<dyn FnOnce() -> Result<Results> + Send>> = Vec::new();
     for c in CLASSES {
         for rate in ["8127pps", "200pps"] {
-            let mut s = base.clone();
+            let mut s = base.to_vec();
             s.push(format!("flow.cbr.dscp=\"{c}\""));
             s.push(format!("flow.cbr.rate=\"{rate}\""));
             jobs.push(Box::new(move || run(t1.path, t1.text, &s)));
         }
     }
-    let res = parallel(jobs)?;
+    parallel(jobs)
+}
+
+/// T4 in simulation: index `congested * 3 + path`.
+pub(crate) fn sim_t4(base: &[String]) -> Result<Vec<Results>> {
+    let t4 = &DEGEB[1];
+    let mut jobs: Vec<Box<dyn FnOnce() -> Result<Results> + Send>> = Vec::new();
+    for congested in [false, true] {
+        for (_, p) in PATHS {
+            let mut s = base.to_vec();
+            s.push(format!("flow.*.path={p}"));
+            if !congested {
+                s.push("flow.bulk.stop=\"0s\"".into());
+            }
+            jobs.push(Box::new(move || run(t4.path, t4.text, &s)));
+        }
+    }
+    parallel(jobs)
+}
+
+pub(crate) fn loss_pct(r: &Results) -> f64 {
+    let f = &r.flows[0];
+    if f.sent > 0 {
+        100.0 * f.lost as f64 / f.sent as f64
+    } else {
+        0.0
+    }
+}
+
+/// Mean RTT of an echo flow in ms.
+pub(crate) fn rtt(r: &Results, name: &str) -> f64 {
+    r.flow(name).map(|f| f.delay_ns.mean / 1e6).unwrap_or(f64::NAN)
+}
+
+pub fn diffserv(a: &ReproduceArgs) -> Result<()> {
+    if a.live {
+        return crate::reproduce_ds_live::diffserv_live(a);
+    }
+    let base = base_sets(a);
+    let t1 = &DEGEB[0];
+    eprintln!("running DEGEB T1/T3 (22 runs) and T4 (6 runs) in simulation...");
+
+    // T1 and T3: each class alone, out of profile (line rate) and in profile.
+    let res = sim_t1(&base)?;
     outln!("\nTable 4-1: edge router bandwidth under a 100 Mb/s CBR offer (one class at a time)");
     outln!(
         "{:<6} {:>12} {:>14} {:>14} {:>11} {:>11}",
@@ -107,11 +165,7 @@ pub fn diffserv(a: &ReproduceArgs) -> Result<()> {
     for (k, c) in CLASSES.iter().enumerate() {
         let r = &res[2 * k];
         let f = &r.flows[0];
-        let loss = if f.sent > 0 {
-            100.0 * f.lost as f64 / f.sent as f64
-        } else {
-            0.0
-        };
+        let loss = loss_pct(r);
         outln!(
             "{:<6} {:>12.1} {:>14} {:>14.2} {:>10.0}% {:>10.1}%",
             c,
@@ -146,26 +200,8 @@ pub fn diffserv(a: &ReproduceArgs) -> Result<()> {
     }
 
     // T4: hop counts x congestion.
-    let t4 = &DEGEB[1];
-    let paths = [
-        ("3", "[\"Ei\", \"C1\", \"Ee\"]"),
-        ("4", "[\"Ei\", \"C1\", \"C2\", \"Ee\"]"),
-        ("5", "[\"Ei\", \"C1\", \"C2\", \"C3\", \"Ee\"]"),
-    ];
-    let mut jobs: Vec<Box<dyn FnOnce() -> Result<Results> + Send>> = Vec::new();
-    for congested in [false, true] {
-        for (_, p) in paths {
-            let mut s = base.clone();
-            s.push(format!("flow.*.path={p}"));
-            if !congested {
-                s.push("flow.bulk.stop=\"0s\"".into());
-            }
-            jobs.push(Box::new(move || run(t4.path, t4.text, &s)));
-        }
-    }
-    let res = parallel(jobs)?;
-    let sizes = [64, 128, 256, 512, 1024, 1500];
-    let rtt = |r: &Results, name: &str| r.flow(name).map(|f| f.delay_ns.mean / 1e6).unwrap_or(f64::NAN);
+    let res = sim_t4(&base)?;
+    let sizes = SIZES;
     for (ci, label) in [
         (0, "without congestion"),
         (1, "under BE congestion (120 Mb/s of BE into 100 Mb/s)"),
@@ -231,7 +267,7 @@ pub fn diffserv(a: &ReproduceArgs) -> Result<()> {
     Ok(())
 }
 
-fn t1_paper(text: &str) -> Result<std::collections::BTreeMap<String, f64>> {
+pub(crate) fn t1_paper(text: &str) -> Result<std::collections::BTreeMap<String, f64>> {
     let sc = load_str("t1", text, &[]).map_err(|e| anyhow!("{e}"))?;
     Ok(sc.paper.map(|p| p.values).unwrap_or_default())
 }

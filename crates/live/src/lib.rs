@@ -12,6 +12,7 @@
 pub mod afpacket;
 pub mod bench;
 pub mod clock;
+pub mod degeb;
 pub mod iface;
 pub mod lab;
 pub mod labrun;

@@ -524,7 +524,7 @@ fn set_realtime(prio: i32) -> Option<(i32, i32)> {
 }
 
 /// Set the calling thread's nice value; returns the old one.
-fn set_nice(nice: i32) -> Option<i32> {
+pub(crate) fn set_nice(nice: i32) -> Option<i32> {
     // SAFETY: gettid has no preconditions; getpriority/setpriority act on
     // the calling thread's id (Linux: per-thread nice values).
     unsafe {

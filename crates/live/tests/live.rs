@@ -572,8 +572,20 @@ fn tdp_testbed_live_fifo_and_tdp() {
         );
         return;
     }
+    // Zero loss is asserted when the router never fell a whole TF behind;
+    // between one and three TFs of lateness a packet can miss its TF and
+    // its flow's next slot (every ring-link TF is full), so a few are
+    // allowed: at most 0.5 % (measured here: 0 or 1 of ~2 400).
+    let punctual = worst < 250_000;
     for (f, t) in fifo.flows.iter().zip(&tdp.flows) {
-        assert_eq!(t.lost, 0, "TDP lost packets on a punctual machine: {t:?}");
+        if punctual {
+            assert_eq!(t.lost, 0, "TDP lost packets on a punctual machine: {t:?}");
+        } else {
+            assert!(
+                t.lost * 200 <= t.sent,
+                "TDP lost more than 0.5 % with the router at most {worst} ns late: {t:?}"
+            );
+        }
         assert!(
             t.jitter_ns * 3 < f.jitter_ns,
             "{}: TDP jitter {} ns not well below FIFO {} ns",
@@ -755,4 +767,108 @@ fn irtt_agrees_with_qosnet_sink() {
     assert!(q_rx >= 190 && q_lost == 0);
     drop(live);
     assert!(leftovers(&p).is_empty());
+}
+
+fn degeb(name: &str, sets: &[&str]) -> qosnet_scenario::Scenario {
+    let path = format!(
+        "{}/../../scenarios/diffserv-degeb/{name}.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    qosnet_scenario::load_file(&path, &sets).unwrap()
+}
+
+/// DEGEB (seed 004) live, shortened (`qosnet reproduce diffserv --live`
+/// runs all of it). T1/T3 for AF11 and EF through the t1-edge lab, each
+/// offered at the 100 Mb/s line rate for 1.5 s (iperf3 with the DSCP set
+/// when installed, else qosnet's generator): the bandwidth received is
+/// within 10 % of the class's shaped total (76 and 10 Mb/s), and the TOS
+/// bytes at the destination are AF11's ladder {0x28, 0x30, 0x38} out of
+/// profile, 0x28 alone in profile, and EF's 0xb8. T4, one point: 128-byte
+/// pings through 3 routers while 120 Mb/s of best effort congests the
+/// backbone: EF's mean RTT is well below BE's (an order of magnitude).
+#[test]
+fn degeb_diffserv_live() {
+    use qosnet_live::degeb::{self, T1Options, T4Options};
+    require_root!();
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let stop = Arc::new(AtomicBool::new(false));
+    let p = prefix();
+    let _g = Guard(p.clone());
+    let o = T1Options {
+        duration: Duration::from_millis(1500),
+        ..T1Options::default()
+    };
+    if !o.iperf3 {
+        eprintln!("NOTE: iperf3 not installed; T1 runs on qosnet's own generator and sink");
+    }
+    let t1 = degeb::t1_lab(
+        &degeb("t1-edge", &[]),
+        &opts(&p),
+        stop.clone(),
+        &[0x28, 0xb8],
+        &o,
+        |_, _| {},
+    )
+    .unwrap();
+    assert!(leftovers(&p).is_empty());
+    for (c, x) in ["AF11", "EF"].iter().zip(&t1.points) {
+        println!(
+            "{c}: {} {:.2} Mb/s, {:.1}% lost, out {:?}, in {:?}",
+            x.tool,
+            x.throughput_bps / 1e6,
+            x.loss_pct,
+            x.tos_out,
+            x.tos_in
+        );
+    }
+    println!(
+        "T1 router timer lateness {}",
+        degeb::lateness_text(&t1.driver.lateness)
+    );
+    let keys = |m: &std::collections::BTreeMap<u8, u64>| m.keys().copied().collect::<Vec<u8>>();
+    let (af11, ef) = (&t1.points[0], &t1.points[1]);
+    for (x, shaped) in [(af11, 76e6), (ef, 10e6)] {
+        assert!(
+            (x.throughput_bps - shaped).abs() < 0.1 * shaped,
+            "{:.2} Mb/s vs shaped {:.0}: {x:?}",
+            x.throughput_bps / 1e6,
+            shaped / 1e6
+        );
+    }
+    assert_eq!(keys(&af11.tos_out), vec![0x28, 0x30, 0x38], "{af11:?}");
+    assert_eq!(keys(&af11.tos_in), vec![0x28], "{af11:?}");
+    assert!(af11.in_received > 0 && af11.tos_out_packets > 1000);
+    assert_eq!(keys(&ef.tos_out), vec![0xb8], "{ef:?}");
+
+    if !have("ping") {
+        eprintln!("SKIPPED {}:{}: T4 needs `ping` (iputils)", file!(), line!());
+        return;
+    }
+    let p = prefix();
+    let _g = Guard(p.clone());
+    let sc = degeb(
+        "t4-latency",
+        &["flow.*.path=[\"Ei\", \"C1\", \"Ee\"]", "flow.*.echo=false"],
+    );
+    let mut o = T4Options::from_scenario(&sc, Duration::from_millis(1500)).unwrap();
+    o.idle = false;
+    o.probes.retain(|x| x.name == "ef128" || x.name == "be128");
+    let t4 = degeb::t4_lab(&sc, &opts(&p), stop, &o).unwrap();
+    assert!(leftovers(&p).is_empty());
+    println!("{:?}", t4.congested);
+    println!(
+        "T4 router timer lateness {}; bulk {:.1} Mb/s sent, {:.1} delivered",
+        degeb::lateness_text(&t4.driver.lateness),
+        t4.bulk_sent_bps / 1e6,
+        t4.bulk_rx_bps / 1e6
+    );
+    let (ef, be) = (&t4.congested[0], &t4.congested[1]);
+    assert!(ef.received > 0 && be.received > 0, "{ef:?} {be:?}");
+    assert!(
+        ef.avg_ms * 10.0 < be.avg_ms,
+        "EF {} ms not well below BE {} ms",
+        ef.avg_ms,
+        be.avg_ms
+    );
 }
