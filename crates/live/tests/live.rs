@@ -558,34 +558,31 @@ fn tdp_testbed_live_fifo_and_tdp() {
             "TDP delivered too little: {t:?}"
         );
     }
-    // The paper's claims need a machine that kept time: checked whenever
-    // the routers' own worst lateness stayed under 3 TFs during the TDP run.
+    // The paper's claims need a machine that keeps time. Every ring-link TF
+    // is full and every flow sends exactly its reserved rate, so a stall of
+    // more than a TF makes a packet miss its TF and its flow's next slot for
+    // good. The claims are asserted only when neither the router thread
+    // (its own lateness) nor the machine (clock-read gaps measured while
+    // spinning, just before the run) stalled for a whole TF (250 us); a run
+    // here lost 1 of ~2 400 packets at 489 us of router lateness, another
+    // 7–15 per flow with jitter near FIFO's after a 1.6 ms stall.
     let worst = tdp.extra["timer_lateness"]["max_ns"].as_u64().unwrap_or(u64::MAX);
-    if worst >= 750_000 {
+    let stall = tdp.extra["timer_noise"]["spin_gaps"]["max_ns"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    if worst >= 250_000 || stall >= 250_000 {
         use std::io::Write as _;
         let _ = writeln!(
             std::io::stderr(),
-            "NOTE {}:{}: TDP zero loss and jitter below FIFO not checked: the router thread \
-             was {worst} ns late at worst (machine stalls; see docs/live.md)",
+            "NOTE {}:{}: TDP zero loss and jitter below FIFO not checked: the router thread was \
+             {worst} ns late at worst and the machine stalled for {stall} ns (see docs/live.md)",
             file!(),
             line!()
         );
         return;
     }
-    // Zero loss is asserted when the router never fell a whole TF behind;
-    // between one and three TFs of lateness a packet can miss its TF and
-    // its flow's next slot (every ring-link TF is full), so a few are
-    // allowed: at most 0.5 % (measured here: 0 or 1 of ~2 400).
-    let punctual = worst < 250_000;
     for (f, t) in fifo.flows.iter().zip(&tdp.flows) {
-        if punctual {
-            assert_eq!(t.lost, 0, "TDP lost packets on a punctual machine: {t:?}");
-        } else {
-            assert!(
-                t.lost * 200 <= t.sent,
-                "TDP lost more than 0.5 % with the router at most {worst} ns late: {t:?}"
-            );
-        }
+        assert_eq!(t.lost, 0, "TDP lost packets on a punctual machine: {t:?}");
         assert!(
             t.jitter_ns * 3 < f.jitter_ns,
             "{}: TDP jitter {} ns not well below FIFO {} ns",
