@@ -250,6 +250,10 @@ pub struct Tdp {
     pub shaper_queue: Option<S<i64>>,
 }
 
+// `[[node]]`, `[[link]]` and `[[flow]]` repeat the keys of their
+// `[defaults.*]` tables instead of `#[serde(flatten)]`-ing them: serde
+// cannot combine `flatten` with `deny_unknown_fields`, and unknown keys
+// must stay errors. Each `opts()` merges an entry over its defaults.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
