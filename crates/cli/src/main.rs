@@ -206,12 +206,12 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         outln!(
-            "scenario {} ({}), seed {}, {} s simulated, warm-up {} s",
+            "scenario {} ({}), seed {}, {} simulated, warm-up {}",
             r.scenario,
             r.source,
             r.seed,
-            r.duration_s,
-            r.warmup_s
+            report::fmt_ns(r.duration_s * 1e9),
+            report::fmt_ns(r.warmup_s * 1e9)
         );
         out!("{}", report::flow_table(&r, paper.as_ref()));
         if let Some(p) = &paper {

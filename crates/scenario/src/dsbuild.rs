@@ -6,7 +6,9 @@
 use qosnet_core::diffserv::{
     self, DsClassifier, DsSched, DsSchedConf, Exceed, Match, PhbMap, Profile, ProfileKind, Rule, Step, Tcm,
 };
-use qosnet_core::sched::{Drr, FairConf, Fifo, GateEntry, Prio, QueueConf, Scheduler, Taprio, Wf2q, Wfq};
+use qosnet_core::sched::{
+    Drr, FairConf, Fifo, GateEntry, Htb, HtbClass, HtbConf, Prio, QueueConf, Scheduler, Taprio, Wf2q, Wfq,
+};
 use qosnet_core::{Framing, Instant};
 
 use crate::model::{AddrSpec, DsExceed, DsKind, RouterSpec, Scenario, SchedKind};
@@ -85,6 +87,29 @@ pub fn scheduler(
                 framing,
             )?)
         }
+        SchedKind::Htb => {
+            let h = sc.htb.as_ref().ok_or("scheduler htb needs an [htb] section")?;
+            let classes = h
+                .classes
+                .iter()
+                .map(|c| {
+                    let mut k = HtbClass::new(c.id, c.parent, c.rate_bps, c.ceil_bps)
+                        .prio(c.prio)
+                        .limits(spec.queue_packets, spec.queue_bytes);
+                    if let Some(b) = c.burst {
+                        let cburst = b.max(k.cburst);
+                        k = k.bursts(b, cburst);
+                    }
+                    k
+                })
+                .collect();
+            let conf = HtbConf {
+                classes,
+                default_class: h.default,
+                overhead: framing.fcs + framing.preamble + framing.ifg,
+            };
+            Box::new(Htb::new(conf).map_err(|e| format!("[htb]: {e}"))?)
+        }
         _ => return Ok(None),
     }))
 }
@@ -104,7 +129,7 @@ pub fn classifier(sc: &Scenario, net: &Network, i: usize) -> Result<Option<DsCla
     let ds_here = sc.nodes[i].router().is_some_and(|r| {
         matches!(
             r.scheduler,
-            SchedKind::DiffServ | SchedKind::Prio | SchedKind::Taprio
+            SchedKind::DiffServ | SchedKind::Prio | SchedKind::Taprio | SchedKind::Htb
         )
     });
     let mine: Vec<_> = sc

@@ -101,6 +101,127 @@ impl Ctx<'_> {
     }
 }
 
+const PHB_CLASSES: [&str; 7] = ["NC", "EF", "AF1", "AF2", "AF3", "AF4", "BE"];
+
+/// `[htb]`: leaves named after PHB classes, inner classes any other name;
+/// parents before children; ceil >= rate; rates within the links.
+fn htb(cx: &Ctx, h: &raw::Htb, links: &[Link]) -> Result<HtbParams, ScenarioError> {
+    let sp = h.classes.span();
+    let max_cap = links.iter().map(|l| l.capacity_bps).max().unwrap_or(u64::MAX);
+    let mut ids: HashMap<String, u16> = HashMap::new();
+    let mut classes = Vec::new();
+    let mut inner = 100u16;
+    for c in h.classes.get_ref() {
+        if ids.contains_key(&c.name) {
+            return Err(cx.err(
+                sp,
+                format!("duplicate htb class `{}`", c.name),
+                "give every class a unique name",
+            ));
+        }
+        let id = match PHB_CLASSES.iter().position(|n| *n == c.name) {
+            Some(p) => p as u16,
+            None => {
+                inner += 1;
+                inner
+            }
+        };
+        let parent = match &c.parent {
+            None => None,
+            Some(p) => Some(*ids.get(p).ok_or_else(|| {
+                cx.err(
+                    sp.clone(),
+                    format!("htb class `{}`: parent `{p}` is not defined before it", c.name),
+                    "list parents before their children",
+                )
+            })?),
+        };
+        let rate_bps = cx.rate(&c.rate, sp.clone())?;
+        let ceil_bps = match &c.ceil {
+            Some(v) => cx.rate(v, sp.clone())?,
+            None => rate_bps,
+        };
+        if ceil_bps < rate_bps {
+            return Err(cx.err(
+                sp,
+                format!("htb class `{}`: ceil below rate", c.name),
+                "ceil >= rate",
+            ));
+        }
+        if ceil_bps > max_cap {
+            return Err(cx.err(
+                sp,
+                format!(
+                    "htb class `{}`: ceil {} is above link capacity",
+                    c.name,
+                    c.ceil.as_deref().unwrap_or(&c.rate)
+                ),
+                "a class cannot send faster than the link",
+            ));
+        }
+        let prio = match c.prio {
+            None => 0,
+            Some(p) if (0..=7).contains(&p) => p as u8,
+            Some(p) => {
+                return Err(cx.err(
+                    sp,
+                    format!("htb class `{}`: prio {p} out of range", c.name),
+                    "prio is 0 (first) to 7",
+                ))
+            }
+        };
+        let burst = match c.burst {
+            None => None,
+            Some(b) if (64..=1 << 30).contains(&b) => Some(b as u32),
+            Some(b) => {
+                return Err(cx.err(
+                    sp,
+                    format!("htb class `{}`: burst {b} B out of range", c.name),
+                    "64 bytes to 1 GiB",
+                ))
+            }
+        };
+        ids.insert(c.name.clone(), id);
+        classes.push(HtbClassSpec {
+            name: c.name.clone(),
+            id,
+            parent,
+            rate_bps,
+            ceil_bps,
+            prio,
+            burst,
+        });
+    }
+    for c in &classes {
+        let has_children = classes.iter().any(|x| x.parent == Some(c.id));
+        if c.id < 100 && has_children {
+            return Err(cx.err(
+                sp,
+                format!("htb class `{}` is a PHB class (a leaf) but has children", c.name),
+                "name inner classes anything but NC, EF, AF1..AF4, BE",
+            ));
+        }
+        if c.id >= 100 && !has_children {
+            return Err(cx.err(
+                sp,
+                format!("htb class `{}` has no children and is not a PHB class", c.name),
+                "leaves are named NC, EF, AF1, AF2, AF3, AF4 or BE",
+            ));
+        }
+    }
+    let default = match &h.default {
+        Some(d) => Some(*ids.get(d.get_ref()).filter(|id| **id < 100).ok_or_else(|| {
+            cx.err(
+                d.span(),
+                format!("default `{}` is not a leaf of the tree", d.get_ref()),
+                "name a PHB class leaf, e.g. default = \"BE\"",
+            )
+        })?),
+        None => ids.get("BE").copied(),
+    };
+    Ok(HtbParams { classes, default })
+}
+
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let upto = &text[..offset.min(text.len())];
     let line = upto.matches('\n').count() + 1;
@@ -895,6 +1016,28 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
         }
     }
 
+    let htb = match &f.htb {
+        None => None,
+        Some(h) => Some(htb(cx, h.get_ref(), &links)?),
+    };
+    if htb.is_none() {
+        if let Some((i, _)) = nodes
+            .iter()
+            .enumerate()
+            .find(|(_, n)| n.router().is_some_and(|r| r.scheduler == SchedKind::Htb))
+        {
+            let sp = f.nodes[i].get_ref().name.span();
+            return Err(cx.err(
+                sp,
+                format!(
+                    "router `{}` uses scheduler \"htb\" but there is no [htb] section",
+                    nodes[i].name
+                ),
+                "add [htb] with a class tree",
+            ));
+        }
+    }
+
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d.get_ref(), &names, &nodes, &links)?,
@@ -915,6 +1058,7 @@ fn build(cx: &Ctx, f: raw::File) -> Result<Scenario, ScenarioError> {
         routes,
         diffserv,
         taprio,
+        htb,
         paper: f.paper,
     })
 }

@@ -27,7 +27,29 @@ pub struct Scenario {
     pub routes: Vec<StaticRoute>,
     pub diffserv: DiffServParams,
     pub taprio: Option<TaprioParams>,
+    pub htb: Option<HtbParams>,
     pub paper: Option<Paper>,
+}
+
+/// `[htb]`, validated. Leaves are PHB classes (ids 0..=6: NC, EF, AF1..AF4,
+/// BE); inner classes get ids from 100 on.
+#[derive(Clone, Debug)]
+pub struct HtbParams {
+    /// (id, parent id, rate, ceil, prio, burst bytes) per class.
+    pub classes: Vec<HtbClassSpec>,
+    /// Leaf for PHB classes without their own leaf.
+    pub default: Option<u16>,
+}
+
+#[derive(Clone, Debug)]
+pub struct HtbClassSpec {
+    pub name: String,
+    pub id: u16,
+    pub parent: Option<u16>,
+    pub rate_bps: u64,
+    pub ceil_bps: u64,
+    pub prio: u8,
+    pub burst: Option<u32>,
 }
 
 /// `[taprio]`, validated: the cycle starts at `base_time`; each entry opens
@@ -150,10 +172,12 @@ pub enum SchedKind {
     Drr,
     /// IEEE 802.1Qbv time-aware shaper over the PHB classes (`[taprio]`).
     Taprio,
+    /// Hierarchical link sharing with borrowing over the PHB classes (`[htb]`).
+    Htb,
 }
 
 impl SchedKind {
-    pub const NAMES: &'static str = "fifo, prio, tdp, diffserv, wfq, wf2q, drr, taprio";
+    pub const NAMES: &'static str = "fifo, prio, tdp, diffserv, wfq, wf2q, drr, taprio, htb";
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "fifo" => SchedKind::Fifo,
@@ -164,6 +188,7 @@ impl SchedKind {
             "wf2q" => SchedKind::Wf2q,
             "drr" => SchedKind::Drr,
             "taprio" => SchedKind::Taprio,
+            "htb" => SchedKind::Htb,
             _ => return None,
         })
     }
@@ -177,6 +202,7 @@ impl SchedKind {
             SchedKind::Wf2q => "wf2q",
             SchedKind::Drr => "drr",
             SchedKind::Taprio => "taprio",
+            SchedKind::Htb => "htb",
         }
     }
 }

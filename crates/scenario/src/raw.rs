@@ -25,7 +25,27 @@ pub struct File {
     pub routes: Vec<S<RouteEntry>>,
     pub diffserv: Option<S<DiffServ>>,
     pub taprio: Option<S<Taprio>>,
+    pub htb: Option<S<Htb>>,
     pub paper: Option<Paper>,
+}
+
+/// `[htb]`: the class tree of `scheduler = "htb"` ports.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Htb {
+    pub classes: S<Vec<HtbClass>>,
+    pub default: Option<S<String>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct HtbClass {
+    pub name: String,
+    pub parent: Option<String>,
+    pub rate: String,
+    pub ceil: Option<String>,
+    pub prio: Option<i64>,
+    pub burst: Option<i64>,
 }
 
 /// `[taprio]`: the gate control list of `scheduler = "taprio"` ports

@@ -396,8 +396,13 @@ impl Sim {
                             return;
                         }
                         self.flows[f].total_received += 1;
+                        if now.as_nanos() >= self.sc.warmup.as_nanos()
+                            && now.as_nanos() < self.sc.duration.as_nanos()
+                        {
+                            self.flows[f].arrived_in_window(info.total_len);
+                        }
                         if p.tx_ns >= self.sc.warmup.as_nanos() && p.tx_ns < self.sc.duration.as_nanos() {
-                            self.flows[f].record(p.seq, now.as_nanos() - p.tx_ns, info.total_len, info.tos);
+                            self.flows[f].record(p.seq, now.as_nanos() - p.tx_ns, info.tos);
                         }
                     }
                     _ => h.misdelivered += 1,

@@ -12,6 +12,8 @@ pub struct FlowStat {
     /// Every packet of the flow that arrived, inside the measurement
     /// window or not (for conservation accounting).
     pub total_received: u64,
+    /// IP bytes that arrived inside the measurement window (by arrival
+    /// time, as a receiver such as iperf's server measures throughput).
     pub recv_ip_bytes: u64,
     pub reordered: u64,
     /// Delays are round trips (echo flow).
@@ -43,10 +45,10 @@ impl FlowStat {
         }
     }
 
-    pub fn record(&mut self, seq: u64, delay_ns: u64, ip_bytes: usize, tos: u8) {
+    /// A packet sent inside the measurement window arrived.
+    pub fn record(&mut self, seq: u64, delay_ns: u64, tos: u8) {
         self.received += 1;
         *self.tos.entry(tos).or_default() += 1;
-        self.recv_ip_bytes += ip_bytes as u64;
         match self.max_seq {
             Some(m) if seq < m => self.reordered += 1,
             _ => self.max_seq = Some(seq),
@@ -89,6 +91,11 @@ impl FlowStat {
         }
     }
 
+    /// IP bytes arriving inside the measurement window, whenever sent.
+    pub fn arrived_in_window(&mut self, ip_bytes: usize) {
+        self.recv_ip_bytes += ip_bytes as u64;
+    }
+
     /// Delay histogram buckets (value ns, count) for plotting.
     pub fn buckets(&self) -> Vec<(u64, u64)> {
         self.hist
@@ -107,7 +114,8 @@ mod tests {
         let mut f = FlowStat::new("f".into());
         f.sent = 5;
         for (seq, d) in [(0, 1000), (2, 3000), (1, 2000), (3, 1500)] {
-            f.record(seq, d, 500, 0x28);
+            f.record(seq, d, 0x28);
+            f.arrived_in_window(500);
         }
         let r = f.result(1.0);
         assert_eq!((r.sent, r.received, r.lost, r.reordered), (5, 4, 1, 1));

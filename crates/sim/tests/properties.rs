@@ -149,3 +149,28 @@ fn taprio_protects_the_ef_window() {
     let mbps = bulk.throughput_bps / 1e6;
     assert!((mbps - 72.0).abs() < 1.5, "BE {mbps} Mb/s");
 }
+
+#[test]
+fn htb_shares_by_rate_ceil_and_priority() {
+    let path = format!("{}/../../scenarios/examples/htb.toml", env!("CARGO_MANIFEST_DIR"));
+    let sc = qosnet_scenario::load_file(&path, &["scenario.duration=\"1s\"".into()]).unwrap();
+    let r = Sim::new(sc).unwrap().run();
+    let mbps = |f: &str| r.flow(f).unwrap().throughput_bps / 1e6;
+    // Wire shares 20 / 70 / 10 Mb/s; IP rates are 1500/1538 of those.
+    let ip = 1500.0 / 1538.0;
+    assert!(
+        (mbps("ef") - 20.0 * ip).abs() < 0.6,
+        "EF {} Mb/s: held at its ceiling",
+        mbps("ef")
+    );
+    assert!(
+        (mbps("af1") - 70.0 * ip).abs() < 1.5,
+        "AF1 {} Mb/s: its offer, borrowing first",
+        mbps("af1")
+    );
+    assert!(
+        (mbps("be") - 10.0 * ip).abs() < 1.0,
+        "BE {} Mb/s: its guarantee",
+        mbps("be")
+    );
+}

@@ -643,6 +643,131 @@ impl KeyHeap {
     }
 }
 
+/// Monotone priority queue for the GPS side (a radix heap, Ahuja,
+/// Mehlhorn, Orlin & Tarjan, "Faster Algorithms for the Shortest Path
+/// Problem", JACM 1990). WFQ's fluid system only ever pushes a tag ≥ V,
+/// and V ≥ every tag removed so far, so pushes never go below the last
+/// removed tag (`base`). An entry lives in bucket `b` = the position of
+/// the highest bit in which its tag differs from `base` (+1; 0 when
+/// equal); removing the minimum of the lowest non-empty bucket moves
+/// `base` up to it and spreads that bucket over lower ones. Each entry
+/// moves down at most 97 times, in practice a few; pushes and pops are
+/// appends and removals at a vector's end, with no sift through a
+/// 100 000-entry heap. Entries are [`Tagged`] keys with the slot as the
+/// low 32 bits; equal tags leave in no particular order (which flow of
+/// several leaving B(t) at the same V is released first changes nothing).
+pub(crate) struct RadixHeap {
+    len: usize,
+    /// Tag of the last entry removed; every entry's tag is ≥ it.
+    base: u128,
+    /// Bit b set iff bucket b is non-empty.
+    nonempty: u128,
+    buckets: Vec<Vec<u128>>,
+    /// Index, in the lowest non-empty bucket (when that is not bucket 0),
+    /// of its minimum, once found; `usize::MAX` when unknown.
+    min_at: usize,
+}
+
+impl RadixHeap {
+    /// Bytes one entry occupies.
+    pub const ENTRY_BYTES: usize = std::mem::size_of::<u128>();
+    /// Tags are below 2⁹⁶ (see [`Tagged`]): buckets 0 ..= 96.
+    const BUCKETS: usize = 97;
+
+    pub fn new() -> Self {
+        RadixHeap {
+            len: 0,
+            base: 0,
+            nonempty: 0,
+            buckets: (0..Self::BUCKETS).map(|_| Vec::new()).collect(),
+            min_at: usize::MAX,
+        }
+    }
+    #[inline(always)]
+    fn bucket(&self, tag: u128) -> usize {
+        (128 - (tag ^ self.base).leading_zeros()) as usize
+    }
+    /// Adds an entry; its tag must be ≥ the last one removed.
+    pub fn push(&mut self, x: Tagged) {
+        debug_assert!(x.slot == x.low());
+        debug_assert!(x.tag() >= self.base, "radix heap: push below the last pop");
+        let b = self.bucket(x.tag());
+        let low = self.nonempty.trailing_zeros() as usize;
+        let v = &mut self.buckets[b];
+        v.push(x.key);
+        self.nonempty |= 1 << b;
+        self.len += 1;
+        if b < low {
+            // Alone in a bucket below every other: the new minimum.
+            self.min_at = if b == 0 { usize::MAX } else { 0 };
+        } else if b == low && self.min_at != usize::MAX && x.key < v[self.min_at] {
+            self.min_at = v.len() - 1;
+        }
+    }
+    /// Bucket and index of the minimum (finding it once per pop).
+    #[inline]
+    fn min(&mut self) -> Option<(usize, usize)> {
+        if self.len == 0 {
+            return None;
+        }
+        let b = self.nonempty.trailing_zeros() as usize;
+        let v = &self.buckets[b];
+        if b == 0 {
+            return Some((0, v.len() - 1));
+        }
+        if self.min_at == usize::MAX {
+            let mut best = 0;
+            for (j, &k) in v.iter().enumerate().skip(1) {
+                if k < v[best] {
+                    best = j;
+                }
+            }
+            self.min_at = best;
+        }
+        Some((b, self.min_at))
+    }
+    pub fn peek(&mut self) -> Option<Tagged> {
+        let (b, j) = self.min()?;
+        let key = self.buckets[b][j];
+        Some(Tagged {
+            key,
+            slot: key as u32,
+        })
+    }
+    pub fn pop(&mut self) -> Option<Tagged> {
+        let (b, j) = self.min()?;
+        self.len -= 1;
+        self.min_at = usize::MAX;
+        let mut v = std::mem::take(&mut self.buckets[b]);
+        let key = v.swap_remove(j);
+        if b > 0 {
+            // The new base shares every bit above b−1 with the old one,
+            // so other buckets stay valid; this one spreads downwards.
+            self.base = key >> 32;
+            for &k in &v {
+                let nb = self.bucket(k >> 32);
+                self.buckets[nb].push(k);
+                self.nonempty |= 1 << nb;
+            }
+            v.clear();
+        }
+        if v.is_empty() {
+            self.nonempty &= !(1 << b);
+        }
+        self.buckets[b] = v;
+        Some(Tagged {
+            key,
+            slot: key as u32,
+        })
+    }
+    /// Removes the minimum and adds `x` (tag ≥ the minimum's).
+    pub fn replace_top(&mut self, x: Tagged) -> Tagged {
+        let top = self.pop().expect("replace_top on an empty radix heap");
+        self.push(x);
+        top
+    }
+}
+
 /// Starts loading the four key groups (256 bytes) of `next`: plain loads
 /// whose results are discarded (this crate forbids `unsafe`, so no
 /// prefetch intrinsic), independent of the tournament running meanwhile.
@@ -696,8 +821,8 @@ pub struct Wfq {
     /// Σ wᵢ over B(t).
     gps_weight: u64,
     /// One entry per flow in B(t), keyed by a finish tag ≤ its last one
-    /// (ties broken by slot, so equal tags are visited in memory order).
-    gps: KeyHeap,
+    /// (equal tags in no particular order).
+    gps: RadixHeap,
     /// One entry per flow with queued packets, keyed by head finish tag.
     ready: KeyHeap,
     seq: u64,
@@ -719,7 +844,7 @@ impl Wfq {
             t_v: Instant::ZERO,
             work_carry: 0,
             gps_weight: 0,
-            gps: KeyHeap::with_prefetch(),
+            gps: RadixHeap::new(),
             ready: KeyHeap::with_prefetch(),
             seq: 0,
             stats: QueueStats::default(),
@@ -741,7 +866,7 @@ impl Wfq {
     }
     /// Bytes of scheduler state per active flow, queued packets excluded.
     pub fn bytes_per_flow() -> usize {
-        Queues::<(u128, u64), WfqFlow>::bytes_per_queue() + 2 * KeyHeap::ENTRY_BYTES
+        Queues::<(u128, u64), WfqFlow>::bytes_per_queue() + KeyHeap::ENTRY_BYTES + RadixHeap::ENTRY_BYTES
     }
 
     /// Runs the fluid GPS system from `t_v` to `now`: V grows at
