@@ -23,7 +23,9 @@
 //! Cost: O(log n) per packet amortised with binary heaps — one heap of
 //! flows ordered by head-of-line finish tag for the packet system, one of
 //! GPS-backlogged flows ordered by (a lower bound of) their last finish tag
-//! for the fluid system, re-keyed lazily when V reaches a stale key.
+//! for the fluid system, re-keyed lazily when V reaches a stale key. The
+//! fluid side's keys never go below V, so with many flows it is a radix
+//! heap instead ([`GpsQueue`]): amortised O(1) moves per key, no sift.
 //!
 //! This file also holds what the per-flow/per-class schedulers (WFQ,
 //! WF²Q+, DRR) share: [`FairConf`], [`QueueConf`], [`FlowKey`] and the
@@ -533,8 +535,18 @@ impl KeyHeap {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    pub fn len(&self) -> usize {
+        self.len
+    }
     pub fn peek(&self) -> Option<Tagged> {
         (self.len > 0).then_some(self.root)
+    }
+    /// Moves every entry, in no particular order, into `to`.
+    fn drain_into(&mut self, to: &mut RadixHeap) {
+        for n in 0..self.len {
+            to.push(self.get(n));
+        }
+        self.len = 0;
     }
     #[inline(always)]
     fn key(&self, n: usize) -> u128 {
@@ -663,14 +675,12 @@ pub(crate) struct RadixHeap {
     /// Bit b set iff bucket b is non-empty.
     nonempty: u128,
     buckets: Vec<Vec<u128>>,
-    /// Index, in the lowest non-empty bucket (when that is not bucket 0),
-    /// of its minimum, once found; `usize::MAX` when unknown.
-    min_at: usize,
+    /// Smallest key in each bucket (meaningless when it is empty), kept
+    /// on push so the minimum is found without a scan.
+    mins: Vec<u128>,
 }
 
 impl RadixHeap {
-    /// Bytes one entry occupies.
-    pub const ENTRY_BYTES: usize = std::mem::size_of::<u128>();
     /// Tags are below 2⁹⁶ (see [`Tagged`]): buckets 0 ..= 96.
     const BUCKETS: usize = 97;
 
@@ -679,82 +689,97 @@ impl RadixHeap {
             len: 0,
             base: 0,
             nonempty: 0,
-            buckets: (0..Self::BUCKETS).map(|_| Vec::new()).collect(),
-            min_at: usize::MAX,
+            buckets: Vec::new(),
+            mins: Vec::new(),
         }
     }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Makes an empty heap take entries with tags ≥ `base`.
+    fn start(&mut self, base: u128) {
+        debug_assert!(self.len == 0);
+        if self.buckets.is_empty() {
+            self.buckets = (0..Self::BUCKETS).map(|_| Vec::new()).collect();
+            self.mins = vec![0; Self::BUCKETS];
+        }
+        self.base = base;
+    }
+    /// Moves every entry into `to`.
+    fn drain_into(&mut self, to: &mut KeyHeap) {
+        for v in &mut self.buckets {
+            for &key in v.iter() {
+                to.push(Tagged {
+                    key,
+                    slot: key as u32,
+                });
+            }
+            v.clear();
+        }
+        self.len = 0;
+        self.nonempty = 0;
+    }
     #[inline(always)]
-    fn bucket(&self, tag: u128) -> usize {
-        (128 - (tag ^ self.base).leading_zeros()) as usize
+    fn put(&mut self, key: u128) {
+        let b = (128 - ((key >> 32) ^ self.base).leading_zeros()) as usize;
+        let v = &mut self.buckets[b];
+        if v.is_empty() || key < self.mins[b] {
+            self.mins[b] = key;
+        }
+        v.push(key);
+        self.nonempty |= 1 << b;
     }
     /// Adds an entry; its tag must be ≥ the last one removed.
     pub fn push(&mut self, x: Tagged) {
         debug_assert!(x.slot == x.low());
         debug_assert!(x.tag() >= self.base, "radix heap: push below the last pop");
-        let b = self.bucket(x.tag());
-        let low = self.nonempty.trailing_zeros() as usize;
-        let v = &mut self.buckets[b];
-        v.push(x.key);
-        self.nonempty |= 1 << b;
+        self.put(x.key);
         self.len += 1;
-        if b < low {
-            // Alone in a bucket below every other: the new minimum.
-            self.min_at = if b == 0 { usize::MAX } else { 0 };
-        } else if b == low && self.min_at != usize::MAX && x.key < v[self.min_at] {
-            self.min_at = v.len() - 1;
-        }
     }
-    /// Bucket and index of the minimum (finding it once per pop).
-    #[inline]
-    fn min(&mut self) -> Option<(usize, usize)> {
+    pub fn peek(&self) -> Option<Tagged> {
         if self.len == 0 {
             return None;
         }
         let b = self.nonempty.trailing_zeros() as usize;
-        let v = &self.buckets[b];
-        if b == 0 {
-            return Some((0, v.len() - 1));
-        }
-        if self.min_at == usize::MAX {
-            let mut best = 0;
-            for (j, &k) in v.iter().enumerate().skip(1) {
-                if k < v[best] {
-                    best = j;
-                }
-            }
-            self.min_at = best;
-        }
-        Some((b, self.min_at))
-    }
-    pub fn peek(&mut self) -> Option<Tagged> {
-        let (b, j) = self.min()?;
-        let key = self.buckets[b][j];
+        let key = if b == 0 {
+            *self.buckets[0].last()?
+        } else {
+            self.mins[b]
+        };
         Some(Tagged {
             key,
             slot: key as u32,
         })
     }
     pub fn pop(&mut self) -> Option<Tagged> {
-        let (b, j) = self.min()?;
-        self.len -= 1;
-        self.min_at = usize::MAX;
-        let mut v = std::mem::take(&mut self.buckets[b]);
-        let key = v.swap_remove(j);
+        if self.len == 0 {
+            return None;
+        }
+        let b = self.nonempty.trailing_zeros() as usize;
         if b > 0 {
-            // The new base shares every bit above b−1 with the old one,
-            // so other buckets stay valid; this one spreads downwards.
-            self.base = key >> 32;
-            for &k in &v {
-                let nb = self.bucket(k >> 32);
-                self.buckets[nb].push(k);
-                self.nonempty |= 1 << nb;
-            }
-            v.clear();
-        }
-        if v.is_empty() {
+            // Move `base` up to the minimum: it shares every bit above
+            // b−1 with the old base, so other buckets stay valid, and
+            // this one spreads downwards: its minimum, the entry `peek`
+            // showed, last into bucket 0, so it is the one popped.
+            let mut v = std::mem::take(&mut self.buckets[b]);
             self.nonempty &= !(1 << b);
+            let m = self.mins[b];
+            self.base = m >> 32;
+            for &k in &v {
+                if k != m {
+                    self.put(k);
+                }
+            }
+            self.put(m);
+            v.clear();
+            self.buckets[b] = v;
         }
-        self.buckets[b] = v;
+        let v = &mut self.buckets[0];
+        let key = v.pop()?;
+        if v.is_empty() {
+            self.nonempty &= !1;
+        }
+        self.len -= 1;
         Some(Tagged {
             key,
             slot: key as u32,
@@ -765,6 +790,81 @@ impl RadixHeap {
         let top = self.pop().expect("replace_top on an empty radix heap");
         self.push(x);
         top
+    }
+}
+
+/// The fluid system's flows, by (a lower bound of) last finish tag: a
+/// [`KeyHeap`] while small, where a sift is a few compares in L1, and a
+/// [`RadixHeap`] from [`GpsQueue::RADIX_MIN`] entries on, where heap
+/// sifts miss the cache at every level.
+pub(crate) struct GpsQueue {
+    heap: KeyHeap,
+    radix: RadixHeap,
+    big: bool,
+}
+
+impl GpsQueue {
+    const RADIX_MIN: usize = 4096;
+    /// Back to the heap below this (hysteresis: a switch costs O(n) and
+    /// comes at most once per 3/4 · RADIX_MIN operations).
+    const HEAP_MAX: usize = Self::RADIX_MIN / 4;
+
+    pub fn new() -> Self {
+        GpsQueue {
+            heap: KeyHeap::new(),
+            radix: RadixHeap::new(),
+            big: false,
+        }
+    }
+    pub fn peek(&self) -> Option<Tagged> {
+        if self.big {
+            self.radix.peek()
+        } else {
+            self.heap.peek()
+        }
+    }
+    /// Adds an entry; `v`, the current virtual time, must be ≤ its tag,
+    /// every entry's tag and every tag pushed later.
+    pub fn push(&mut self, x: Tagged, v: u128) {
+        if self.big {
+            self.radix.push(x);
+            return;
+        }
+        self.heap.push(x);
+        if self.heap.len() >= Self::RADIX_MIN {
+            self.switch_to_radix(v);
+        }
+    }
+    #[cold]
+    #[inline(never)]
+    fn switch_to_radix(&mut self, v: u128) {
+        self.radix.start(v);
+        self.heap.drain_into(&mut self.radix);
+        self.big = true;
+    }
+    #[cold]
+    #[inline(never)]
+    fn switch_to_heap(&mut self) {
+        self.radix.drain_into(&mut self.heap);
+        self.big = false;
+    }
+    pub fn pop(&mut self) -> Option<Tagged> {
+        if !self.big {
+            return self.heap.pop();
+        }
+        let top = self.radix.pop();
+        if self.radix.len() < Self::HEAP_MAX {
+            self.switch_to_heap();
+        }
+        top
+    }
+    /// Replaces the minimum by `x`, whose tag is ≥ the minimum's.
+    pub fn replace_top(&mut self, x: Tagged) -> Tagged {
+        if self.big {
+            self.radix.replace_top(x)
+        } else {
+            self.heap.replace_top(x)
+        }
     }
 }
 
@@ -821,8 +921,8 @@ pub struct Wfq {
     /// Σ wᵢ over B(t).
     gps_weight: u64,
     /// One entry per flow in B(t), keyed by a finish tag ≤ its last one
-    /// (equal tags in no particular order).
-    gps: RadixHeap,
+    /// (ties broken by slot while few; in no particular order when many).
+    gps: GpsQueue,
     /// One entry per flow with queued packets, keyed by head finish tag.
     ready: KeyHeap,
     seq: u64,
@@ -844,7 +944,7 @@ impl Wfq {
             t_v: Instant::ZERO,
             work_carry: 0,
             gps_weight: 0,
-            gps: RadixHeap::new(),
+            gps: GpsQueue::new(),
             ready: KeyHeap::with_prefetch(),
             seq: 0,
             stats: QueueStats::default(),
@@ -866,7 +966,7 @@ impl Wfq {
     }
     /// Bytes of scheduler state per active flow, queued packets excluded.
     pub fn bytes_per_flow() -> usize {
-        Queues::<(u128, u64), WfqFlow>::bytes_per_queue() + KeyHeap::ENTRY_BYTES + RadixHeap::ENTRY_BYTES
+        Queues::<(u128, u64), WfqFlow>::bytes_per_queue() + 2 * KeyHeap::ENTRY_BYTES
     }
 
     /// Runs the fluid GPS system from `t_v` to `now`: V grows at
@@ -902,10 +1002,12 @@ impl Wfq {
             if s.st.last_finish > top.tag() {
                 // Stale key: more packets arrived since; re-key in place
                 // (one sift), no change of slope.
-                self.gps.replace_top(Tagged::new(s.st.last_finish, i as u64, i));
+                let _old = self.gps.replace_top(Tagged::new(s.st.last_finish, i as u64, i));
+                debug_assert_eq!(_old, top);
                 continue;
             }
-            self.gps.pop();
+            let _old = self.gps.pop();
+            debug_assert_eq!(_old, Some(top));
             // The flow's fluid backlog is exhausted: it leaves B(t).
             s.st.in_gps = false;
             self.gps_weight -= s.weight as u64;
@@ -931,7 +1033,7 @@ impl Scheduler for Wfq {
         if !s.st.in_gps {
             s.st.in_gps = true;
             self.gps_weight += s.weight as u64;
-            self.gps.push(Tagged::new(finish, i as u64, i));
+            self.gps.push(Tagged::new(finish, i as u64, i), self.v);
         }
         let seq = self.seq;
         self.seq += 1;
