@@ -430,8 +430,7 @@ fn panicking_child() {
     let Ok(p) = std::env::var("QOSNET_LIVE_CHILD") else {
         return;
     };
-    let sc = load_str("line", LINE, &[]).unwrap();
-    let _live = LiveLab::start(&sc, &opts(&p), Arc::new(AtomicBool::new(false)), Vec::new(), None).unwrap();
+    let _live = line_lab(&p);
     // Never waited on: the lab's teardown must end it (checked by the parent).
     #[allow(clippy::zombie_processes)]
     let _sleeper = _live
@@ -640,6 +639,13 @@ fn qosnet_measure(
     )
 }
 
+/// The LINE scenario running as a lab under prefix `p`, routers started,
+/// no flows yet (tests drive their own traffic through it).
+fn line_lab(p: &str) -> LiveLab {
+    let sc = load_str("line", LINE, &[]).unwrap();
+    LiveLab::start(&sc, &opts(p), Arc::new(AtomicBool::new(false)), Vec::new(), None).unwrap()
+}
+
 /// iperf3 (UDP) as an external judge of throughput and loss through a
 /// qosnet router: at 20 Mb/s of 1000-byte datagrams, iperf3's receiver and
 /// qosnet's sink agree on throughput within 5 % and both see < 1 % loss.
@@ -650,8 +656,7 @@ fn iperf3_agrees_with_qosnet_sink() {
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
-    let sc = load_str("line", LINE, &[]).unwrap();
-    let live = LiveLab::start(&sc, &opts(&p), Arc::new(AtomicBool::new(false)), Vec::new(), None).unwrap();
+    let live = line_lab(&p);
     let _srv = Child(
         live.lab()
             .command("h2", "iperf3")
@@ -703,8 +708,7 @@ fn irtt_agrees_with_qosnet_sink() {
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
-    let sc = load_str("line", LINE, &[]).unwrap();
-    let live = LiveLab::start(&sc, &opts(&p), Arc::new(AtomicBool::new(false)), Vec::new(), None).unwrap();
+    let live = line_lab(&p);
     let _srv = Child(
         live.lab()
             .command("h2", "irtt")
