@@ -127,3 +127,73 @@ fn check_shows_routes_and_plan() {
         "{text}"
     );
 }
+
+#[test]
+fn reproduce_lists_every_experiment_of_the_registry() {
+    for args in [&["reproduce"][..], &["reproduce", "--list"]] {
+        let out = qosnet().args(args).assert().success().get_output().stdout.clone();
+        let text = String::from_utf8(out).unwrap();
+        for e in qosnet_experiments::registry() {
+            assert!(text.contains(e.description), "{text}");
+            for n in e.names {
+                assert!(text.contains(n), "{n} missing: {text}");
+            }
+        }
+        assert!(
+            text.contains("tdp-icc2006 (tdp)") && text.contains("degeb (diffserv)"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn unknown_experiment_is_exit_2_with_the_list() {
+    let a = qosnet().args(["reproduce", "nopaper"]).assert().code(2);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("unknown experiment `nopaper`"), "{err}");
+    for e in qosnet_experiments::registry() {
+        assert!(err.contains(e.name()) && err.contains(e.description), "{err}");
+    }
+}
+
+/// `--set`, `--seed` and `--duration` are merged once, and `sim`, `check`
+/// and `reproduce` apply the result the same way: the same bad override
+/// is the same error from each, `--duration` wins over a `--set` of the
+/// duration in each, and seed and duration reach the runs.
+#[test]
+fn overrides_apply_equally_to_sim_check_and_reproduce() {
+    let cmds: [&[&str]; 3] = [&["sim"], &["check"], &["reproduce", "tdp"]];
+    let err_of = |cmd: &[&str], extra: &[&str]| {
+        let a = qosnet().args(cmd).args(extra).assert().code(2);
+        String::from_utf8(a.get_output().stderr.clone()).unwrap()
+    };
+    for cmd in cmds {
+        let e = err_of(cmd, &["--set", "flow.nope.size=3"]);
+        assert!(e.contains("no flow named `nope`"), "{cmd:?}: {e}");
+        let e = err_of(cmd, &["--set", "scenario.duration=10s", "--duration", "1ms"]);
+        assert!(e.contains("is not shorter than duration (1ms)"), "{cmd:?}: {e}");
+    }
+    let text = |cmd: &[&str]| {
+        let out = qosnet()
+            .args(cmd)
+            .args([
+                "--set",
+                "scenario.duration=1ms",
+                "--duration",
+                "200ms",
+                "--seed",
+                "9",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let t = text(&["sim"]);
+    assert!(t.contains("seed 9, 200.000 ms simulated"), "{t}");
+    let t = text(&["reproduce", "tdp"]);
+    assert!(t.matches("(0.2 s simulated per run, seed 9)").count() == 2, "{t}");
+    assert!(text(&["check"]).ends_with("ok\n"));
+}

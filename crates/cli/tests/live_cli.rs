@@ -24,6 +24,18 @@ fn repo() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Kills a child process however the test ends (a failed assertion must
+/// not leave a router spinning: it would starve every later live test).
+/// SIGKILL of `lab up` takes its node processes with it: they are spawned
+/// with PDEATHSIG.
+struct Kill(u32);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid; harmless if reaped.
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
 struct Guard(String);
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -58,6 +70,7 @@ fn router_config_forwards_between_lab_hosts() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let _kill = Kill(child.id());
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut text = String::new();
     while !text.contains("running") {
@@ -120,6 +133,133 @@ fn lab_run_prints_the_flow_table_and_cleans_up() {
     assert_eq!(j["mode"], "live");
     assert_eq!(j["flows"][0]["lost"], 0);
     assert!(j["extra"]["timer_lateness"]["p99_ns"].is_u64());
+    assert!(netns::list()
+        .unwrap()
+        .iter()
+        .all(|n| !n.starts_with(&format!("{prefix}-"))));
+}
+
+/// h1 — R1 — R2 — h2, and h3 on R2: with one process per router,
+/// `kill -9` of R1's process cuts h1 off while h3 still reaches h2 through
+/// R2 — a real node failure, which the other nodes survive — and stopping
+/// the lab leaves no namespace and no node process behind.
+const TWO_ROUTERS: &str = r#"
+[scenario]
+name = "two"
+duration = "1s"
+[defaults.link]
+capacity = "100Mb/s"
+[[node]]
+name = "R1"
+kind = "router"
+[[node]]
+name = "R2"
+kind = "router"
+[[node]]
+name = "h1"
+kind = "host"
+[[node]]
+name = "h2"
+kind = "host"
+[[node]]
+name = "h3"
+kind = "host"
+[[link]]
+a = "h1"
+b = "R1"
+[[link]]
+a = "R1"
+b = "R2"
+[[link]]
+a = "R2"
+b = "h2"
+[[link]]
+a = "h3"
+b = "R2"
+"#;
+
+fn node_processes(prefix: &str) -> Vec<(u32, String)> {
+    let out = Command::new("pgrep")
+        .args(["-af", "qosnet node --config"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("qosnet-{prefix}-")))
+        .filter_map(|l| {
+            let (pid, cmd) = l.split_once(' ')?;
+            Some((pid.parse().ok()?, cmd.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn one_process_per_node_survives_kill_of_one() {
+    if !root() {
+        return;
+    }
+    let prefix = format!("qnk{}", std::process::id());
+    let _g = Guard(prefix.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.toml");
+    std::fs::write(&path, TWO_ROUTERS).unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
+        .args(["lab", "up", "--processes", "--prefix", &prefix])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = Kill(child.id());
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    // Up when the last node (h3) is listed.
+    while !text.lines().any(|l| l.trim_start().starts_with("h3 ")) {
+        let mut l = String::new();
+        if out.read_line(&mut l).unwrap() == 0 {
+            break;
+        }
+        text += &l;
+    }
+    assert!(text.contains("(process "), "{text}");
+    let procs = node_processes(&prefix);
+    assert_eq!(procs.len(), 2, "{procs:?}");
+    let ping = |from: &str, to: &str| {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &format!("{prefix}-{from}"),
+                "ping",
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                to,
+            ])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    // Addresses: link k is 10.0.k.0/24, a = .1, b = .2.
+    assert!(ping("h1", "10.0.2.2"), "h1 -> h2 before the kill");
+    assert!(ping("h3", "10.0.2.2"), "h3 -> h2 before the kill");
+    let r1 = procs.iter().find(|(_, c)| c.contains("/R1.toml")).unwrap().0;
+    // SAFETY: SIGKILL to a node process of our own lab.
+    unsafe { libc::kill(r1 as i32, libc::SIGKILL) };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!ping("h1", "10.0.2.2"), "h1 still reaches h2 with R1 dead");
+    assert!(ping("h3", "10.0.2.2"), "R2 stopped forwarding when R1 died");
+    // SAFETY: SIGINT to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(st.success(), "{st} {rest}");
+    assert!(rest.contains("removed"), "{rest}");
+    assert!(node_processes(&prefix).is_empty());
     assert!(netns::list()
         .unwrap()
         .iter()

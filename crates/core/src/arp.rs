@@ -113,6 +113,24 @@ impl Default for ArpConfig {
     }
 }
 
+/// A gratuitous ARP announcement (RFC 5227 §2.3): an ARP request whose
+/// sender and target protocol addresses are both `ip`, broadcast, so that
+/// neighbours (and switches, which learn the source MAC) hear of a station
+/// the moment its interface comes up.
+pub fn announcement(mac: MacAddr, ip: std::net::Ipv4Addr) -> Vec<u8> {
+    build_arp(
+        mac,
+        MacAddr::BROADCAST,
+        &Arp {
+            oper: ARP_REQUEST,
+            sha: mac,
+            spa: ip,
+            tha: MacAddr::default(),
+            tpa: ip,
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

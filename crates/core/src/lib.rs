@@ -8,13 +8,18 @@
 
 pub mod arp;
 pub mod diffserv;
+pub mod flow;
 pub mod icmp;
 pub mod meter;
+pub mod node;
 pub mod packet;
 pub mod probe;
+pub mod rether;
 pub mod route;
 pub mod router;
 pub mod sched;
+pub mod stsdr;
+pub mod switch;
 pub mod tdp;
 pub mod time;
 pub mod wire;

@@ -5,7 +5,11 @@
 //! handled as the kernel hands them to AF_PACKET: destination MAC first, no
 //! preamble and no FCS (the link model adds those to the wire length).
 //! Parsing never panics: every malformed frame maps to a [`Malformed`] reason
-//! that callers count.
+//! that callers count. IEEE 802.1Q VLAN tags are in [`vlan`].
+
+pub mod vlan;
+
+pub use vlan::{parse_vlan, pop_tag, push_tag, VlanError, VlanTag, VlanView, TPID_8021AD, TPID_8021Q};
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -27,6 +31,11 @@ pub struct MacAddr(pub [u8; 6]);
 
 impl MacAddr {
     pub const BROADCAST: MacAddr = MacAddr([0xff; 6]);
+    /// Group (multicast or broadcast) address: the I/G bit, the least
+    /// significant bit of the first octet (IEEE 802 §8.2).
+    pub fn is_group(&self) -> bool {
+        self.0[0] & 1 != 0
+    }
     /// A locally administered unicast address derived from a small id,
     /// so simulated and lab ports get stable, readable MACs.
     pub fn local(id: u32) -> Self {

@@ -1,4 +1,4 @@
-//! Raw Ethernet ports: the [`Device`] trait and its AF_PACKET implementation.
+//! Raw Ethernet ports on AF_PACKET sockets: the main [`Device`] of live mode.
 //!
 //! A router port must receive every frame on its interface in batches, with
 //! a timestamp, without a system call per frame, and send frames past the
@@ -27,62 +27,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use qosnet_core::time::{Duration, Instant};
+use qosnet_core::time::Instant;
 use qosnet_core::wire::{MacAddr, ETH_HDR};
-use serde::Serialize;
 
+use crate::device::{Device, DeviceStats};
 use crate::{iface, netns};
-
-/// A frame-level network port that a router driver polls.
-///
-/// `recv_batch` takes a closure rather than returning frames so the frame
-/// can be borrowed straight from the receive ring: no copy, no allocation.
-pub trait Device {
-    /// Hand up to `max` waiting frames to `f` with their receive time (the
-    /// kernel's timestamp, CLOCK_REALTIME). Never blocks; returns how many
-    /// frames were handed over.
-    fn recv_batch(&mut self, max: usize, f: impl FnMut(&[u8], Instant)) -> io::Result<usize>;
-    /// Queue or send one Ethernet frame (no FCS). `WouldBlock` means the
-    /// interface or ring is full right now: the frame was not sent and the
-    /// caller may retry or drop it (it is counted as `tx_busy` either way).
-    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
-    /// Push queued frames to the interface (no-op when `send` already did).
-    fn flush(&mut self) -> io::Result<()>;
-    /// A descriptor that polls readable when frames are waiting.
-    fn fd(&self) -> RawFd;
-    /// Counters so far (refreshes the kernel's drop count).
-    fn stats(&mut self) -> DeviceStats;
-}
-
-/// Every way a port can lose or refuse a frame, plus the totals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DeviceStats {
-    pub rx_frames: u64,
-    pub rx_bytes: u64,
-    /// Frames the kernel dropped because the receive ring was full.
-    pub rx_kernel_drops: u64,
-    /// Frames longer than a ring slot, not delivered.
-    pub rx_truncated: u64,
-    /// Frames this host sent on the interface, seen and skipped.
-    pub rx_outgoing: u64,
-    /// Ring slots with impossible offsets (never seen; guards the reads).
-    pub rx_bad_slot: u64,
-    /// Frames whose VLAN tag the kernel had stripped and we put back.
-    pub rx_vlan_restored: u64,
-    /// Frames delivered with an unfinished L4 checksum (the sender's
-    /// checksum offload is on: forwarded as is, its receiver will drop it).
-    /// The lab switches offloads off; this counter catches set-ups that
-    /// did not.
-    pub rx_csum_partial: u64,
-    pub tx_frames: u64,
-    pub tx_bytes: u64,
-    /// Sends refused because the interface or ring was full.
-    pub tx_busy: u64,
-    /// Frames too short or too long for the interface.
-    pub tx_invalid: u64,
-    /// Any other transmit error.
-    pub tx_errors: u64,
-}
 
 /// How an [`AfPacket`] transmits.
 ///
@@ -679,48 +628,13 @@ impl Drop for AfPacket {
     }
 }
 
-/// Wait until one of `fds` is readable or `timeout` passes (`None`: wait
-/// indefinitely). Returns how many are readable; EINTR counts as zero.
-pub fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<usize> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: (d.as_nanos() / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: (d.as_nanos() % 1_000_000_000) as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: pfds and ts live across the call; the sizes match.
-    let r = unsafe {
-        libc::ppoll(
-            pfds.as_mut_ptr(),
-            pfds.len() as libc::nfds_t,
-            tsp,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(e);
-    }
-    Ok(r as usize)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::wait_readable;
     use crate::lab::{Lab, LabSpec, NodeKind};
     use crate::testutil::{require_root, test_prefix};
+    use qosnet_core::time::Duration;
 
     const TEST_ETHERTYPE: u16 = 0x88b5; // IEEE 802 local experimental
 

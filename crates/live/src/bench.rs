@@ -20,10 +20,10 @@ use qosnet_core::time::Duration;
 use serde::Serialize;
 
 use crate::afpacket::{AfPacketConfig, TxMode};
+use crate::driver::DriverConfig;
 use crate::lab::{Lab, LabSpec, NodeKind};
 use crate::labrun::{LiveLab, LiveOptions};
 use crate::netns;
-use crate::router_loop::DriverConfig;
 
 /// Settings of a forwarding benchmark.
 #[derive(Clone, Debug)]
@@ -189,7 +189,7 @@ fn blast(h1: &str, h2: &str, payload: usize, warm: Duration, dur: Duration) -> R
         if r > 0 {
             got += r as u64;
         } else {
-            let _ = crate::afpacket::wait_readable(&[rx.as_raw_fd()], Some(Duration::from_millis(1)));
+            let _ = crate::device::wait_readable(&[rx.as_raw_fd()], Some(Duration::from_millis(1)));
         }
     }
     let sent1 = sent.load(Ordering::Relaxed);
@@ -227,6 +227,7 @@ pub fn forward(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoin
                 let sc = qosnet_scenario::load_str(&format!("<bench {kind}>"), &scenario(kind), &[])
                     .map_err(|e| e.to_string())?;
                 let o = LiveOptions {
+                    processes: None,
                     prefix: cfg.prefix.clone(),
                     driver: DriverConfig {
                         busy_poll: std::env::var("QOSNET_BENCH_BUSY").is_ok(),

@@ -179,7 +179,7 @@ impl Default for Lateness {
 }
 
 /// Summary of a [`Lateness`] recorder, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct LatenessSummary {
     pub count: u64,
     pub mean_ns: f64,

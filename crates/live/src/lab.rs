@@ -136,6 +136,13 @@ pub enum NodeKind {
     /// The Linux kernel forwarding (addresses configured, `ip_forward=1`):
     /// the baseline that benchmarks compare qosnet against.
     KernelRouter,
+    /// A Linux bridge (`br0`) joining every port of the node: a shared
+    /// segment (whose stations then share a learning bridge rather than a
+    /// bus: there are no collisions between veths), or a plain switch. No
+    /// VLANs: the kernels qosnet is tested on lack bridge VLAN filtering
+    /// (`CONFIG_BRIDGE_VLAN_FILTERING`), so switches with VLANs run as
+    /// qosnet's own switch node on AF_PACKET ports instead.
+    Bridge,
 }
 
 impl NodeKind {
@@ -544,6 +551,7 @@ impl Lab {
             }
             self.ports.extend_from_slice(pair);
         }
+        self.bridges()?;
 
         for r in &spec.routes {
             let ns = spec.netns_name(&r.node);
@@ -584,6 +592,27 @@ impl Lab {
                     &p.ifname,
                 ])?;
             }
+        }
+        Ok(())
+    }
+
+    /// Join each [`NodeKind::Bridge`] node's ports with a Linux bridge.
+    /// Spanning tree stays off (scenario topologies are trees) and so does
+    /// multicast snooping (broadcast and multicast reach every port, as on
+    /// a plain hub or switch).
+    fn bridges(&mut self) -> Result<(), LabError> {
+        let spec = self.spec.clone();
+        for n in spec.nodes.iter().filter(|n| n.kind == NodeKind::Bridge) {
+            let ns = spec.netns_name(&n.name);
+            #[rustfmt::skip]
+            ip(&[
+                "-n", &ns, "link", "add", "br0", "type", "bridge",
+                "stp_state", "0", "mcast_snooping", "0",
+            ])?;
+            for p in self.ports.iter().filter(|p| p.node == n.name) {
+                ip(&["-n", &ns, "link", "set", &p.ifname, "master", "br0"])?;
+            }
+            ip(&["-n", &ns, "link", "set", "br0", "up"])?;
         }
         Ok(())
     }
@@ -994,6 +1023,48 @@ mod tests {
         assert_eq!(lab.port("r", "h1").unwrap().peer_mac, p.mac);
         let route = lab.exec("h1", &["ip", "route", "show", "default"]).unwrap();
         assert!(String::from_utf8_lossy(&route.stdout).contains("via 198.18.1.254"));
+        lab.down().unwrap();
+        assert!(ours(&prefix).is_empty());
+    }
+
+    /// A Linux bridge joins three hosts: unicast through it reaches only
+    /// its destination once the bridge has learned, broadcasts (ARP) reach
+    /// everyone.
+    #[test]
+    fn bridge_joins_its_ports() {
+        require_root!();
+        let prefix = test_prefix();
+        let _g = crate::testutil::PrefixGuard(prefix.clone());
+        let spec = LabSpec::new(&prefix)
+            .node("a", NodeKind::Host)
+            .node("b", NodeKind::Host)
+            .node("c", NodeKind::Host)
+            .node("sw", NodeKind::Bridge)
+            .link("a", "198.18.5.1/24", "sw", "")
+            .link("b", "198.18.5.2/24", "sw", "")
+            .link("c", "198.18.5.3/24", "sw", "");
+        let lab = Lab::up(&spec).unwrap();
+        let sock = |node: &str, addr: &str| {
+            let s = netns::run_in(&lab.netns(node).unwrap(), || std::net::UdpSocket::bind(addr))
+                .unwrap()
+                .unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
+            s
+        };
+        let rb = sock("b", "198.18.5.2:9000");
+        let rc = sock("c", "198.18.5.3:9000");
+        let ta = sock("a", "198.18.5.1:0");
+        let mut buf = [0u8; 64];
+        for (rx, dst) in [(&rb, "198.18.5.2:9000"), (&rc, "198.18.5.3:9000")] {
+            ta.send_to(b"via the bridge", dst).unwrap();
+            let (n, _) = rx.recv_from(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"via the bridge");
+        }
+        let out = lab
+            .exec("sw", &["ip", "-o", "link", "show", "master", "br0"])
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
         lab.down().unwrap();
         assert!(ours(&prefix).is_empty());
     }

@@ -34,17 +34,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use qosnet_core::time::{Duration, Instant};
-use qosnet_scenario::build::{build_router, tdp_setup, BuildOpts};
+use qosnet_scenario::build::{tdp_setup, BuildOpts, Setup};
 use qosnet_scenario::results::{DelayStats, EngineResult, FlowResult, LinkResult, NodeResult, Results};
 use qosnet_scenario::topo::Network;
-use qosnet_scenario::{Pattern, ProcTime, Scenario, SizeDist};
+use qosnet_scenario::{Pattern, Scenario, SizeDist};
 use serde::Serialize;
 
 use crate::afpacket::{AfPacket, AfPacketConfig};
 use crate::clock::{self, LatenessSummary};
+use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
 use crate::lab::{ip, Ipv4Net, Lab, LabError, LabLink, LabNode, LabSpec, NodeKind};
 use crate::netns;
-use crate::router_loop::{CpuModel, Driver, DriverConfig, DriverReport, ProcDist, RouterHost};
+use crate::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
 use crate::traffic::{self, GenConfig, GenReport, Sink, SinkCounters};
 
 /// Suffix of the sender namespace of a host whose flows loop back to it.
@@ -101,9 +102,13 @@ pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, 
         v.dedup();
         v
     };
-    for n in &sc.nodes {
-        let kind = if n.is_router() {
+    for (i, n) in sc.nodes.iter().enumerate() {
+        // qosnet nodes (routers, switches) own their ports without kernel
+        // addresses; segments are Linux bridges; hosts are kernel stacks.
+        let kind = if hosted_here(sc, i) {
             NodeKind::Router
+        } else if n.is_l2() {
+            NodeKind::Bridge
         } else {
             NodeKind::Host
         };
@@ -129,6 +134,27 @@ pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, 
         link.mtu = 1500;
         spec.links.push(link);
         debug_assert_eq!(li + 1, spec.links.len());
+    }
+    // Hosts behind a switch or on a segment reach the world through their
+    // broadcast domain's first router (a host linked to a router directly
+    // gets that router as its default gateway from the lab itself).
+    for (i, n) in sc.nodes.iter().enumerate() {
+        let Some(f) = net.nodes[i].ifaces.first() else {
+            continue;
+        };
+        if !n.is_host() || !sc.nodes[f.peer].is_l2() {
+            continue;
+        }
+        if let Some(gw) = net.gateway(sc, i) {
+            spec.routes.push(crate::lab::LabRoute {
+                node: n.name.clone(),
+                dst: Ipv4Net {
+                    addr: Ipv4Addr::UNSPECIFIED,
+                    prefix_len: 0,
+                },
+                via: gw.ip,
+            });
+        }
     }
     let mut splits = Vec::new();
     let mut sender_of = BTreeMap::new();
@@ -220,28 +246,27 @@ pub fn post_up(lab: &Lab, layout: &LiveLayout) -> Result<(), LabError> {
     Ok(())
 }
 
-/// The scenario's routers on AF_PACKET ports of a lab (or of anything
-/// laid out like one): router `i`'s port `k` is the lab port of scenario
-/// link `net.nodes[i].ifaces[k].link` at node `i`.
-pub fn open_routers(
+/// The scenario's qosnet nodes (routers, switches, ...: every node the
+/// builder registry builds) on AF_PACKET ports of a lab (or of anything
+/// laid out like one): node `i`'s port `k` is the lab port of scenario
+/// link `net.nodes[i].ifaces[k].link` at node `i`. Returns the hosted
+/// nodes and, for each, its scenario node index.
+pub fn open_nodes(
     sc: &Scenario,
     net: &Network,
     lab: &Lab,
     opts: &BuildOpts,
     live: &LiveOptions,
-) -> Result<Vec<RouterHost<AfPacket>>, String> {
-    let af = &live.afpacket;
-    let (ctr, plan) = tdp_setup(sc, net)?;
+) -> Result<(Vec<NodeHost<AfPacket>>, Vec<usize>), String> {
+    let setup = Setup::new(sc, net)?;
     let mut hosts = Vec::new();
+    let mut index = Vec::new();
     for (i, n) in sc.nodes.iter().enumerate() {
-        if !n.is_router() {
+        if !hosted_here(sc, i) {
             continue;
         }
-        let mut router = build_router(sc, net, ctr.as_ref(), plan.as_ref(), i, opts)?;
-        router.set_transmit_catch_up(Duration::from_millis(5));
-        let mut devs = Vec::new();
-        let mut resolve = Vec::new();
-        for (k, f) in net.nodes[i].ifaces.iter().enumerate() {
+        let mut places = Vec::new();
+        for f in &net.nodes[i].ifaces {
             let p = lab
                 .all_ports()
                 .iter()
@@ -253,40 +278,32 @@ pub fn open_routers(
                     p.ifname, p.mac, f.mac
                 ));
             }
-            let dev = AfPacket::open_in(&p.netns, &p.ifname, af)
-                .map_err(|e| format!("opening {} in {}: {e}", p.ifname, p.netns))?;
-            devs.push(dev);
-            resolve.push((k as u16, f.peer_ip));
+            places.push(PortPlace {
+                ifname: p.ifname.clone(),
+                netns: Some(p.netns.clone()),
+            });
         }
-        let mut h = RouterHost::new(router, devs);
-        h.resolve = resolve;
-        if live.emulate_wire {
-            // veth has no rate: emulate the scenario's wires.
-            h.wire = Some(
-                net.nodes[i]
-                    .ifaces
-                    .iter()
-                    .map(|f| sc.links[f.link].delay)
-                    .collect(),
-            );
-        }
-        if live.emulate_cpu {
-            if let Some(spec) = n.router() {
-                let dist = match spec.processing {
-                    ProcTime::Fixed(d) => ProcDist::Fixed(d),
-                    ProcTime::Uniform(a, b) => ProcDist::Uniform(a, b),
-                    ProcTime::Exp { base, mean } => ProcDist::Exp { base, mean },
-                };
-                h.cpu = Some(CpuModel::new(
-                    dist,
-                    spec.input_queue,
-                    sc.seed.wrapping_add(i as u64),
-                ));
-            }
-        }
-        hosts.push(h);
+        let o = OpenOptions {
+            afpacket: live.afpacket,
+            emulate_wire: live.emulate_wire,
+            emulate_cpu: live.emulate_cpu,
+            seed: sc.seed.wrapping_add(i as u64),
+            ..OpenOptions::default()
+        };
+        hosts.push(node::open(sc, net, &setup, i, opts, &places, &o)?);
+        index.push(i);
     }
-    Ok(hosts)
+    Ok((hosts, index))
+}
+
+/// Whether scenario node `i` runs as a qosnet node (routers and switches
+/// — the same switch code as in the simulator, with VLANs and finite
+/// port buffers; hosts are namespaces, segments Linux bridges).
+fn hosted_here(sc: &Scenario, i: usize) -> bool {
+    matches!(
+        sc.nodes[i].kind,
+        qosnet_scenario::NodeKind::Router(_) | qosnet_scenario::NodeKind::Switch(_)
+    )
 }
 
 /// Settings of a live run.
@@ -300,12 +317,26 @@ pub struct LiveOptions {
     /// Progress messages on stderr.
     pub verbose: bool,
     /// Emulate each router's scenario `processing` time before input
-    /// ([`crate::router_loop::CpuModel`]).
+    /// ([`qosnet_core::node::cpu::Cpu`]).
     pub emulate_cpu: bool,
     /// Deliver each frame when its last bit would leave a real link of the
     /// scenario's capacity, plus the link's delay (store and forward, as
     /// in the simulator); off, frames leave paced but at once.
     pub emulate_wire: bool,
+    /// Run every qosnet node as its own process (`qosnet node`), so that
+    /// killing one is a real node failure for the others; `None` runs
+    /// them all on one thread of this process.
+    pub processes: Option<NodeProcesses>,
+}
+
+/// How to start one process per node: the `qosnet` binary and the
+/// scenario file with the `--set` overrides this run uses (each process
+/// loads the scenario itself, as a node on its own machine would).
+#[derive(Clone, Debug)]
+pub struct NodeProcesses {
+    pub exe: std::path::PathBuf,
+    pub scenario: std::path::PathBuf,
+    pub sets: Vec<String>,
 }
 
 impl Default for LiveOptions {
@@ -322,6 +353,7 @@ impl Default for LiveOptions {
             verbose: false,
             emulate_cpu: false,
             emulate_wire: true,
+            processes: None,
         }
     }
 }
@@ -340,31 +372,29 @@ pub struct LiveLab {
     lab: Option<Lab>,
     pub layout: LiveLayout,
     pub net: Network,
+    /// Scenario node index of each hosted node, in driver order.
+    pub index: Vec<usize>,
     halt: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<(Driver<AfPacket>, Vec<Snapshot>)>>,
+    /// One process per node instead of the thread.
+    procs: Option<Procs>,
 }
 
-/// Port counters of every router at a mark: per router, per port
-/// (tx packets, tx bytes, tx wire bytes, rx packets, rx bytes).
+/// The node processes of a lab and where they write their reports.
+struct Procs {
+    /// (scenario node index, node name, process).
+    children: Vec<(usize, String, std::process::Child)>,
+    dir: std::path::PathBuf,
+}
+
 /// Per flow id: the delay histogram buckets and the sink's report.
 type SinkFlows = BTreeMap<u32, (Vec<(u64, u64)>, traffic::FlowReport)>;
 
-pub type Snapshot = Vec<Vec<(u64, u64, u64, u64, u64)>>;
+/// Port counters of every hosted node at a mark, in driver order.
+pub type Snapshot = Vec<Vec<PortSnap>>;
 
 fn snapshot(d: &Driver<AfPacket>) -> Snapshot {
-    d.hosts
-        .iter()
-        .map(|h| {
-            h.router
-                .ports()
-                .iter()
-                .map(|p| {
-                    let c = &p.counters;
-                    (c.tx_pkts, c.tx_bytes, c.tx_wire_bytes, c.rx_pkts, c.rx_bytes)
-                })
-                .collect()
-        })
-        .collect()
+    d.hosts.iter().map(node::snapshot).collect()
 }
 
 impl LiveLab {
@@ -382,7 +412,19 @@ impl LiveLab {
         let layout = layout(sc, &net, &opts.prefix)?;
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
-        let hosts = open_routers(sc, &net, &lab, &layout.build_opts(), opts)?;
+        if let Some(np) = &opts.processes {
+            let (index, procs) = spawn_nodes(sc, &net, &lab, &layout.build_opts(), opts, np, &marks, until)?;
+            return Ok(LiveLab {
+                lab: Some(lab),
+                layout,
+                net,
+                index,
+                halt: Arc::new(AtomicBool::new(false)),
+                thread: None,
+                procs: Some(procs),
+            });
+        }
+        let (hosts, index) = open_nodes(sc, &net, &lab, &layout.build_opts(), opts)?;
         let mut driver = Driver::new(hosts, opts.driver);
         driver.set_marks(marks);
         let halt = Arc::new(AtomicBool::new(false));
@@ -400,16 +442,59 @@ impl LiveLab {
             lab: Some(lab),
             layout,
             net,
+            index,
             halt,
             thread: Some(thread),
+            procs: None,
         })
     }
 
     /// Stop the routers; returns the driver (routers and devices) and the
-    /// counter snapshots (`None` if already stopped).
+    /// counter snapshots (`None` if already stopped, or when the nodes run
+    /// as processes: see [`LiveLab::stop_reports`]).
     pub fn stop(&mut self) -> Option<(Driver<AfPacket>, Vec<Snapshot>)> {
         self.halt.store(true, Ordering::SeqCst);
+        if let Some(p) = self.procs.take() {
+            p.stop();
+        }
         self.thread.take().and_then(|t| t.join().ok())
+    }
+
+    /// Stop the nodes, however they run, and collect what each did: per
+    /// node (scenario index) its report, and the driver's report (merged
+    /// over the node processes: every port, the worst lateness). A node
+    /// process that died (killed) has no report; it is left out and named
+    /// in `missing`.
+    pub fn stop_reports(&mut self) -> Result<NodeReports, String> {
+        self.halt.store(true, Ordering::SeqCst);
+        if let Some(p) = self.procs.take() {
+            return Ok(p.stop());
+        }
+        let (mut driver, snaps) = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .ok_or("router thread panicked")?;
+        let dr = driver.report();
+        let reports = driver
+            .hosts
+            .iter()
+            .zip(&self.index)
+            .enumerate()
+            .map(|(k, (h, &i))| {
+                let mut r = node::report(h, h.router().map_or("node", |_| "router"));
+                r.snapshots = snaps
+                    .iter()
+                    .map(|s| s.get(k).cloned().unwrap_or_default())
+                    .collect();
+                (i, r)
+            })
+            .collect();
+        Ok(NodeReports {
+            reports,
+            driver: dr,
+            missing: Vec::new(),
+        })
     }
 
     /// The lab (present until [`LiveLab::finish`]).
@@ -428,10 +513,23 @@ impl LiveLab {
 
     /// Keep the routers running until `stop` is set (`qosnet lab up`).
     pub fn wait(&mut self, stop: &AtomicBool) -> Option<DriverReport> {
-        while !stop.load(Ordering::Relaxed) && self.thread.as_ref().is_some_and(|t| !t.is_finished()) {
+        while !stop.load(Ordering::Relaxed)
+            && (self.thread.as_ref().is_some_and(|t| !t.is_finished()) || self.procs.is_some())
+        {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        self.stop().map(|(mut d, _)| d.report())
+        self.stop_reports().ok().map(|r| r.driver)
+    }
+
+    /// The process id of the node process running scenario node `name`
+    /// (process mode only), e.g. to kill it.
+    pub fn node_pid(&self, name: &str) -> Option<u32> {
+        self.procs
+            .as_ref()?
+            .children
+            .iter()
+            .find(|(_, n, _)| n == name)
+            .map(|(_, _, c)| c.id())
     }
 }
 
@@ -439,6 +537,188 @@ impl Drop for LiveLab {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// What the nodes of a lab did.
+pub struct NodeReports {
+    /// (scenario node index, report) of every node that reported.
+    pub reports: Vec<(usize, NodeReport)>,
+    pub driver: DriverReport,
+    /// Nodes whose process died without a report.
+    pub missing: Vec<usize>,
+}
+
+/// Start `qosnet node` for each qosnet node of the lab: one config file
+/// per node (scenario, node, namespace, ports, marks, end, report path) in
+/// a fresh directory, one child per config. Each child opens its ports
+/// in its node's namespace and runs until SIGTERM or `until`.
+#[allow(clippy::too_many_arguments)]
+fn spawn_nodes(
+    sc: &Scenario,
+    net: &Network,
+    lab: &Lab,
+    build: &BuildOpts,
+    opts: &LiveOptions,
+    np: &NodeProcesses,
+    marks: &[Instant],
+    until: Option<Instant>,
+) -> Result<(Vec<usize>, Procs), String> {
+    let dir = std::env::temp_dir().join(format!("qosnet-{}-{}", lab.spec().prefix, std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let scenario =
+        std::fs::canonicalize(&np.scenario).map_err(|e| format!("{}: {e}", np.scenario.display()))?;
+    let mut procs = Procs {
+        children: Vec::new(),
+        dir: dir.clone(),
+    };
+    let mut index = Vec::new();
+    for (i, n) in sc.nodes.iter().enumerate() {
+        if !hosted_here(sc, i) {
+            continue;
+        }
+        let mut cfg = toml::Table::new();
+        cfg.insert("scenario".into(), scenario.to_string_lossy().into_owned().into());
+        cfg.insert("node".into(), n.name.clone().into());
+        cfg.insert("netns".into(), lab.spec().netns_name(&n.name).into());
+        let mut ports = toml::Table::new();
+        for f in &net.nodes[i].ifaces {
+            let p = lab
+                .all_ports()
+                .iter()
+                .find(|p| p.link == f.link && p.node == n.name)
+                .ok_or_else(|| format!("lab has no port of {} on link {}", n.name, f.link))?;
+            ports.insert(sc.nodes[f.peer].name.clone(), p.ifname.clone().into());
+        }
+        cfg.insert("ports".into(), ports.into());
+        let sets: Vec<toml::Value> = np.sets.iter().map(|s| s.clone().into()).collect();
+        cfg.insert("set".into(), sets.into());
+        cfg.insert("emulate_wire".into(), opts.emulate_wire.into());
+        cfg.insert("emulate_cpu".into(), opts.emulate_cpu.into());
+        let report = dir.join(format!("{}.report.json", n.name));
+        cfg.insert("report".into(), report.to_string_lossy().into_owned().into());
+        let srcs: Vec<toml::Value> = build
+            .flow_src
+            .iter()
+            .map(|a| a.map(|a| a.to_string()).unwrap_or_default().into())
+            .collect();
+        cfg.insert("flow_src".into(), srcs.into());
+        let ready = dir.join(format!("{}.ready", n.name));
+        cfg.insert("ready".into(), ready.to_string_lossy().into_owned().into());
+        let ms: Vec<toml::Value> = marks.iter().map(|m| (m.as_nanos() as i64).into()).collect();
+        cfg.insert("marks".into(), ms.into());
+        if let Some(u) = until {
+            cfg.insert("until".into(), (u.as_nanos() as i64).into());
+        }
+        let path = dir.join(format!("{}.toml", n.name));
+        let text = toml::to_string(&cfg).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let mut cmd = std::process::Command::new(&np.exe);
+        cmd.arg("node").arg("--config").arg(&path);
+        if let Some(n) = opts.driver.nice {
+            cmd.arg("--nice").arg(n.to_string());
+        }
+        // A node must not outlive its lab: if `qosnet lab` dies (even by
+        // SIGKILL), the kernel sends the node SIGTERM.
+        // SAFETY: prctl(2) is async-signal-safe; nothing else runs between
+        // fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting {} node: {e}", np.exe.display()))?;
+        procs.children.push((i, n.name.clone(), child));
+        index.push(i);
+    }
+    // Each child announces that its ports are open by creating
+    // `NODE.ready`; one that exits first failed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for (_, name, c) in procs.children.iter_mut() {
+        let ready = dir.join(format!("{name}.ready"));
+        while !ready.exists() {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Err(format!("node process {name} exited at start ({st})"));
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("node process {name} did not open its ports within 10 s"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    Ok((index, procs))
+}
+
+impl Procs {
+    /// SIGTERM every child still running, wait for all, read the reports.
+    fn stop(mut self) -> NodeReports {
+        for (_, _, c) in &self.children {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        }
+        let mut reports = Vec::new();
+        let mut missing = Vec::new();
+        let mut driver: Option<DriverReport> = None;
+        for (i, name, c) in self.children.iter_mut() {
+            let _ = c.wait();
+            let path = self.dir.join(format!("{name}.report.json"));
+            match std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<node::NodeRun>(&t).ok())
+            {
+                Some(run) => {
+                    driver = Some(match driver.take() {
+                        None => run.driver,
+                        Some(acc) => merge_driver(acc, run.driver),
+                    });
+                    reports.push((*i, run.node));
+                }
+                None => missing.push(*i),
+            }
+        }
+        self.children.clear();
+        NodeReports {
+            reports,
+            driver: driver.unwrap_or_default(),
+            missing,
+        }
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for (_, _, c) in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Two node processes' driver reports as one: every port, summed loop
+/// counters, the worse lateness and receive lag.
+fn merge_driver(mut a: DriverReport, b: DriverReport) -> DriverReport {
+    a.wall_s = a.wall_s.max(b.wall_s);
+    a.stats.iterations += b.stats.iterations;
+    a.stats.sleeps += b.stats.sleeps;
+    a.stats.rx_frames += b.stats.rx_frames;
+    a.stats.tx_frames += b.stats.tx_frames;
+    a.stats.deadlines += b.stats.deadlines;
+    a.stats.deadlines_missed += b.stats.deadlines_missed;
+    if b.lateness.max_ns > a.lateness.max_ns {
+        a.lateness = b.lateness;
+    }
+    if b.rx_lag.max_ns > a.rx_lag.max_ns {
+        a.rx_lag = b.rx_lag;
+    }
+    a.ports.extend(b.ports);
+    a
 }
 
 /// Send one datagram from `node` to `to`:9 (discard), so the host's kernel
@@ -519,7 +799,20 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Warm-up datagrams: hosts resolve their gateways.
     std::thread::sleep(std::time::Duration::from_millis(50));
     for (fi, (node, src)) in live.layout.flow_src.iter().enumerate() {
-        let gw = net.nodes[sc.flows[fi].from].ifaces[0].peer_ip;
+        let f = &sc.flows[fi];
+        // The first hop: the link's router, the domain's gateway, or the
+        // destination itself on a shared domain.
+        let first = &net.nodes[f.from].ifaces[0];
+        let gw = if !first.peer_ip.is_unspecified() {
+            first.peer_ip
+        } else if first.domain.is_some() && first.domain == net.nodes[f.to].ifaces[0].domain {
+            net.host_ip(f.to)
+        } else {
+            match net.gateway(sc, f.from) {
+                Some(m) => m.ip,
+                None => continue,
+            }
+        };
         warm_arp(live.lab(), node, *src, gw)?;
     }
     for s in &live.layout.splits {
@@ -587,22 +880,28 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             flows_stats.insert(*id, (fs.buckets(), fs.report(None)));
         }
     }
-    let (mut driver, snaps) = live.stop().ok_or("router thread panicked")?;
-    let dr = driver.report();
+    let NodeReports {
+        reports,
+        driver: dr,
+        missing,
+    } = live.stop_reports()?;
     let gens: Vec<GenReport> = gens.into_iter().collect::<Result<_, _>>()?;
     let interrupted = stop.load(Ordering::Relaxed);
-    let results = results(
+    let mut results = results(
         sc,
         &net,
         &live.layout,
-        &driver,
+        &reports,
         &dr,
-        &snaps,
         &gens,
         &flows_stats,
         &sink_counters,
         noise,
     );
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|&i| sc.nodes[i].name.as_str()).collect();
+        results.extra.insert("nodes_without_report".into(), js(&names));
+    }
     let buckets = sc
         .flows
         .iter()
@@ -617,7 +916,6 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             )
         })
         .collect();
-    drop(driver);
     live.finish().map_err(|e| e.to_string())?;
     if interrupted {
         return Err("interrupted; lab removed".into());
@@ -634,9 +932,8 @@ fn results(
     sc: &Scenario,
     net: &Network,
     layout: &LiveLayout,
-    driver: &Driver<AfPacket>,
+    reports: &[(usize, NodeReport)],
     dr: &DriverReport,
-    snaps: &[Snapshot],
     gens: &[GenReport],
     flows: &SinkFlows,
     sinks: &[SinkCounters],
@@ -673,25 +970,23 @@ fn results(
             fr
         })
         .collect();
-    let zero =
-        |h: usize, p: usize, s: &Snapshot| s.get(h).and_then(|v| v.get(p)).copied().unwrap_or_default();
-    let empty = Snapshot::new();
-    let (a, b) = (snaps.first().unwrap_or(&empty), snaps.get(1).unwrap_or(&empty));
     let mut links = Vec::new();
     let mut nodes = Vec::new();
-    let mut ri = 0;
-    let mut port_reports = dr.ports.iter();
-    for (i, n) in sc.nodes.iter().enumerate() {
-        if !n.is_router() {
-            continue;
-        }
-        let h = &driver.hosts[ri];
+    for (i, rep) in reports {
+        let i = *i;
+        let n = &sc.nodes[i];
+        let snap = |m: usize, p: usize| -> PortSnap {
+            rep.snapshots
+                .get(m)
+                .and_then(|v| v.get(p))
+                .copied()
+                .unwrap_or_default()
+        };
         for (p, iface) in net.nodes[i].ifaces.iter().enumerate() {
-            let (p0, b0, w0, rp0, rb0) = zero(ri, p, a);
-            let (p1, b1, w1, rp1, rb1) = zero(ri, p, b);
+            let (p0, b0, w0, rp0, rb0) = snap(0, p);
+            let (p1, b1, w1, rp1, rb1) = snap(1, p);
             let cap = sc.links[iface.link].capacity_bps;
-            let port = &h.router.ports()[p];
-            let sch = port.scheduler();
+            let port = rep.ports.get(p).cloned().unwrap_or_default();
             let mut lr = LinkResult {
                 name: format!("{}->{}", n.name, sc.nodes[iface.peer].name),
                 capacity_bps: cap,
@@ -699,26 +994,24 @@ fn results(
                 bytes: b1 - b0,
                 utilization: (w1 - w0) as f64 * 8.0 / (cap as f64 * interval),
                 load_bps: (b1 - b0).saturating_sub(14 * (p1 - p0)) as f64 * 8.0 / interval,
-                scheduler: sch.kind().to_string(),
-                queued_at_end: sch.len() as u64,
-                counters: sch.counters().into_iter().collect(),
+                scheduler: port.scheduler.clone(),
+                queued_at_end: port.queued,
+                counters: port.counters.clone(),
                 ..LinkResult::default()
             };
-            for (k, v) in sch.stats().drop_counts() {
+            for (k, v) in &port.drops {
                 lr.drops += v;
-                lr.drops_by_reason.insert(k.to_string(), v);
+                lr.drops_by_reason.insert(k.clone(), *v);
             }
-            if let Some(pr) = port_reports.next() {
-                if pr.tx_refused > 0 {
-                    lr.drops += pr.tx_refused;
-                    lr.drops_by_reason
-                        .insert("device_tx_refused".into(), pr.tx_refused);
-                }
+            if port.tx_refused > 0 {
+                lr.drops += port.tx_refused;
+                lr.drops_by_reason
+                    .insert("device_tx_refused".into(), port.tx_refused);
             }
             links.push(lr);
-            // The host end of a host link: what the router received on it
-            // (wire bytes assume frames of at least 60 bytes).
-            if !sc.nodes[iface.peer].is_router() {
+            // The far end of a link to a host (or a bridge): what this node
+            // received on it (wire bytes assume frames of at least 60 bytes).
+            if !hosted_here(sc, iface.peer) {
                 let fr = sc.links[iface.link].framing;
                 let (pk, by) = (rp1 - rp0, rb1 - rb0);
                 let wire = by + pk * (fr.fcs + fr.preamble + fr.ifg) as u64;
@@ -734,21 +1027,15 @@ fn results(
                 });
             }
         }
-        let mut counters: BTreeMap<String, u64> = h.router.named_counters().into_iter().collect();
-        if let Some(c) = &h.cpu {
-            counters.insert("input_queue_drops".into(), c.drops);
+        let mut counters = rep.counters.clone();
+        if let Some(d) = rep.cpu_drops {
+            counters.insert("input_queue_drops".into(), d);
         }
-        for (p, port) in h.router.ports().iter().enumerate() {
-            let pc = &port.counters;
-            for (k, v) in [
-                ("not_for_us", pc.not_for_us),
-                ("non_ip", pc.non_ip),
-                ("arp_rx", pc.arp_rx),
-                ("tx_refused", h.tx_refused[p]),
-                ("rx_errors", h.rx_errors[p]),
-            ] {
+        for port in &rep.ports {
+            let rx = port.rx_counters.iter().map(|(k, v)| (k.as_str(), *v));
+            for (k, v) in rx.chain([("tx_refused", port.tx_refused), ("rx_errors", port.rx_errors)]) {
                 if v > 0 {
-                    counters.insert(format!("{}.{k}", port.cfg.name), v);
+                    counters.insert(format!("{}.{k}", port.name), v);
                 }
             }
         }
@@ -772,10 +1059,9 @@ fn results(
             name: n.name.clone(),
             counters,
         });
-        ri += 1;
     }
     for (i, n) in sc.nodes.iter().enumerate() {
-        if n.is_router() {
+        if !n.is_host() {
             continue;
         }
         let mut counters = BTreeMap::new();
@@ -822,7 +1108,7 @@ fn results(
     }
     extra.insert(
         "emulated_processing".into(),
-        serde_json::Value::Bool(driver.hosts.iter().any(|h| h.cpu.is_some())),
+        serde_json::Value::Bool(reports.iter().any(|(_, r)| r.cpu_drops.is_some())),
     );
     if !layout.splits.is_empty() {
         extra.insert("split_hosts".into(), js(&layout.splits));

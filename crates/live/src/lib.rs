@@ -2,22 +2,25 @@
 //!
 //! Everything here talks to the Linux kernel — namespaces, veth pairs,
 //! AF_PACKET sockets, clocks, UDP sockets — so the sans-IO core never has
-//! to. The live router loop ([`router_loop`]) joins these pieces to
-//! `qosnet_core`'s `Router`: `handle_frame` for each frame a [`afpacket::Device`]
-//! receives, `poll_transmit` into `Device::send`, and a wait until the
-//! router's `poll_at`.
+//! to. The live driver ([`driver`]) joins these pieces to any of
+//! `qosnet_core`'s nodes: `handle_frame` for each frame a
+//! [`device::Device`] receives, `handle_timeout` and `poll_transmit` into
+//! `Device::send`, and a wait until the node's `poll_timeout`.
 //!
 //! `unsafe` appears only around system calls, each with a SAFETY comment.
 
 pub mod afpacket;
 pub mod bench;
 pub mod clock;
-pub mod degeb;
+pub mod device;
+pub mod driver;
 pub mod iface;
 pub mod lab;
 pub mod labrun;
+pub mod labtools;
 pub mod netns;
-pub mod router_loop;
+pub mod node;
+pub mod tap;
 pub mod traffic;
 
 #[cfg(test)]

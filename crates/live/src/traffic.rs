@@ -581,7 +581,7 @@ impl Sink {
                     if n > 0 || waited {
                         return Ok(n);
                     }
-                    crate::afpacket::wait_readable(&[self.sock.as_raw_fd()], Some(timeout))?;
+                    crate::device::wait_readable(&[self.sock.as_raw_fd()], Some(timeout))?;
                     waited = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(n),

@@ -8,13 +8,16 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
+use qosnet_core::flow::FlowKey;
+use qosnet_core::node::{Duplex, Node};
 use qosnet_core::router::{PortConfig, Router, TdpNode};
 use qosnet_core::sched::{Fifo, Scheduler};
-use qosnet_core::tdp::{Ctr, EdgeShaper, FlowKey, PaddingSpec, StampMode, TdpWheel};
+use qosnet_core::switch::{Switch, SwitchConfig, SwitchPortConfig, VlanMode};
+use qosnet_core::tdp::{Ctr, EdgeShaper, PaddingSpec, StampMode, TdpWheel};
 use qosnet_core::wire::IPPROTO_UDP;
 use qosnet_core::Framing;
 
-use crate::model::{RouterSpec, Scenario, SchedKind};
+use crate::model::{NodeKind, RouterSpec, Scenario, SchedKind, SwitchSpec};
 use crate::tdpplan::{self, TdpPlan};
 use crate::topo::Network;
 
@@ -29,6 +32,86 @@ pub struct BuildOpts {
     /// namespace of a host whose flows loop back to itself). Edge shapers
     /// and per-flow TDP delays key on it.
     pub flow_src: Vec<Option<Ipv4Addr>>,
+}
+
+/// What building nodes needs from the whole scenario, worked out once.
+pub struct Setup {
+    pub ctr: Option<Ctr>,
+    pub plan: Option<TdpPlan>,
+}
+
+impl Setup {
+    pub fn new(sc: &Scenario, net: &Network) -> Result<Setup, String> {
+        let (ctr, plan) = tdp_setup(sc, net)?;
+        Ok(Setup { ctr, plan })
+    }
+}
+
+/// The builder registry: the sans-IO node that scenario node `i` is, the
+/// same for every driver. `None` for the kinds a driver provides itself:
+/// hosts (the simulator's own host; a namespace's kernel stack live) and
+/// segments (a medium in the simulator; a Linux bridge live). Adding a
+/// node kind means a line here, its module, and its scenario schema.
+pub fn build_node(
+    sc: &Scenario,
+    net: &Network,
+    setup: &Setup,
+    i: usize,
+    opts: &BuildOpts,
+) -> Result<Option<Box<dyn Node>>, String> {
+    Ok(match &sc.nodes[i].kind {
+        NodeKind::Router(_) => Some(Box::new(build_router(
+            sc,
+            net,
+            setup.ctr.as_ref(),
+            setup.plan.as_ref(),
+            i,
+            opts,
+        )?)),
+        NodeKind::Host(_) | NodeKind::Segment(_) => None,
+        NodeKind::Switch(spec) => Some(Box::new(build_switch(sc, net, i, spec)?)),
+    })
+}
+
+/// How a port reaches its link: half duplex on a shared segment.
+fn duplex_to(sc: &Scenario, peer: usize) -> Duplex {
+    match sc.nodes[peer].kind {
+        NodeKind::Segment(_) => Duplex::Half,
+        _ => Duplex::Full,
+    }
+}
+
+/// The switch of node `i`: a port per link, access ports in their link's
+/// VLAN, trunks (every VLAN of the scenario, VLAN 1 untagged) to other
+/// switches.
+pub fn build_switch(sc: &Scenario, net: &Network, i: usize, spec: &SwitchSpec) -> Result<Switch, String> {
+    let name = &sc.nodes[i].name;
+    let vlans: std::collections::BTreeSet<u16> = sc.links.iter().map(|l| l.vlan).collect();
+    let mut cfg = SwitchConfig::new(name.clone());
+    cfg.forwarding_latency = spec.latency;
+    cfg.fdb_capacity = spec.fdb_size;
+    cfg.aging_time = spec.aging;
+    for f in &net.nodes[i].ifaces {
+        let link = &sc.links[f.link];
+        let vlan = match sc.nodes[f.peer].kind {
+            NodeKind::Switch(_) => VlanMode::Trunk {
+                native: Some(1),
+                allowed: vlans.iter().copied().collect(),
+            },
+            _ => VlanMode::Access(link.vlan),
+        };
+        let mut p = SwitchPortConfig::new(
+            format!("{}-{}", name, sc.nodes[f.peer].name),
+            link.capacity_bps,
+            vlan,
+        );
+        p.framing = link.framing;
+        p.duplex = duplex_to(sc, f.peer);
+        p.queue_packets = spec.queue_packets;
+        p.queue_bytes = spec.queue_bytes;
+        cfg.ports.push(p);
+    }
+    Switch::new(cfg)
 }
 
 /// The scenario's CTR and TDP reservation plan, if any router uses TDP.
@@ -110,6 +193,7 @@ pub fn build_router(
         } else {
             None
         };
+        let point_to_point = f.domain.is_none_or(|d| net.domains[d].is_point_to_point());
         let sched = match crate::dsbuild::scheduler(sc, spec, link.capacity_bps, link.framing)? {
             Some(s) => s,
             None => make_scheduler(spec, tdp_arg, link.capacity_bps, link.framing)
@@ -123,11 +207,34 @@ pub fn build_router(
                 prefix_len: f.prefix_len,
                 rate_bps: link.capacity_bps,
                 framing: link.framing,
-                peer_mac: opts.static_peer_macs.then_some(f.peer_mac),
+                // On a point-to-point link the peer is the only neighbour;
+                // on a shared domain the neighbours are added below.
+                peer_mac: (opts.static_peer_macs && point_to_point).then_some(f.peer_mac),
                 tdp_peer,
+                duplex: duplex_to(sc, f.peer),
             },
             sched,
         );
+    }
+    // On a shared domain (switches, a segment) the router announces
+    // itself when it starts, and in the simulator, where nothing else
+    // answers ARP, it knows its neighbours' MACs from the start.
+    for (p, f) in nn.ifaces.iter().enumerate() {
+        let Some(d) = f.domain.map(|d| &net.domains[d]) else {
+            continue;
+        };
+        if d.is_point_to_point() {
+            continue;
+        }
+        r.announce_on_start(p as u16);
+        if !opts.static_peer_macs {
+            continue;
+        }
+        if let Some(port) = r.port_mut(p as u16) {
+            for m in d.members.iter().filter(|m| m.node != i) {
+                port.add_neighbor(m.ip, m.mac);
+            }
+        }
     }
     for rt in nn.routes.iter() {
         // Generated flow routes name only the output port. On a

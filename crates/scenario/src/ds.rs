@@ -126,6 +126,9 @@ pub(crate) fn diffserv(
     Ok(p)
 }
 
+/// The deepest token bucket accepted: 1 GiB.
+const MAX_BURST: i64 = 1 << 30;
+
 fn profile_kind(
     cx: &Ctx,
     pr: &raw::DsProfile,
@@ -161,14 +164,14 @@ fn profile_kind(
                     "a profile cannot admit more than the link carries",
                 ));
             }
-            if st.burst < 64 {
+            if st.burst < 64 || st.burst > MAX_BURST {
                 return Err(cx.err(
                     l.span(),
                     format!(
-                        "profile `{name}`: burst {} B for {} is too small",
+                        "profile `{name}`: burst {} B for {} is out of range",
                         st.burst, st.dscp
                     ),
-                    "a burst must hold at least one packet, e.g. burst = 15000",
+                    "a burst holds at least one packet (64 B) and at most 1 GiB, e.g. burst = 15000",
                 ));
             }
             steps.push((cx.dscp(&st.dscp, l.span())?, r, st.burst as u64));
@@ -211,6 +214,15 @@ fn profile_kind(
     let cir_bps = cx.rate(&t.cir, ts.clone())?;
     if t.cbs < 64 {
         return Err(cx.err(ts, "cbs must hold at least one packet", "e.g. cbs = 15000"));
+    }
+    for (k, v) in [("cbs", Some(t.cbs)), ("ebs", t.ebs), ("pbs", t.pbs)] {
+        if v.is_some_and(|v| !(0..=MAX_BURST).contains(&v)) {
+            return Err(cx.err(
+                ts,
+                format!("profile `{name}`: {k} = {} is out of range", v.unwrap_or(0)),
+                format!("bursts are 0 to {MAX_BURST} bytes (1 GiB)"),
+            ));
+        }
     }
     let (pir_bps, pbs, ebs) = if two {
         let pir = t

@@ -2,11 +2,12 @@
 //! defaults applied. Everything a driver (sim or live) needs, nothing it
 //! must check again.
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use qosnet_core::{Duration, Framing};
 
-use crate::raw::Paper;
+pub use crate::raw::PaperCell;
 use crate::units::Rate;
 
 #[derive(Clone, Debug)]
@@ -24,11 +25,43 @@ pub struct Scenario {
     pub nodes: Vec<Node>,
     pub links: Vec<Link>,
     pub flows: Vec<Flow>,
+    /// Broadcast domains and their subnets, in order of their first link.
+    pub domains: Vec<Domain>,
     pub routes: Vec<StaticRoute>,
     pub diffserv: DiffServParams,
     pub taprio: Option<TaprioParams>,
     pub htb: Option<HtbParams>,
     pub paper: Option<Paper>,
+    /// What loading accepted but a user should hear about (a flow that
+    /// starts after the run ends, an on/off pattern without off time...),
+    /// each with its place in the file. `qosnet check` and `qosnet sim`
+    /// print them.
+    pub warnings: Vec<ScenarioWarning>,
+}
+
+/// A scenario value accepted with a word of warning, with its place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioWarning {
+    /// The file, or `--set KEY=VALUE` when the value came from one.
+    pub file: String,
+    /// 1-based line and column; 0 when the warning has no place in a file.
+    pub line: usize,
+    pub col: usize,
+    pub msg: String,
+}
+
+impl std::fmt::Display for ScenarioWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line > 0 {
+            write!(
+                f,
+                "{}:{}:{}: warning: {}",
+                self.file, self.line, self.col, self.msg
+            )
+        } else {
+            write!(f, "{}: warning: {}", self.file, self.msg)
+        }
+    }
 }
 
 /// `[htb]`, validated. Leaves are PHB classes (ids 0..=6: NC, EF, AF1..AF4,
@@ -207,23 +240,15 @@ impl SchedKind {
     }
 }
 
-/// Per-packet processing time of a router's CPU (sim only; live routers
-/// take the time they take).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ProcTime {
-    Fixed(Duration),
-    Uniform(Duration, Duration),
-    /// `base` plus an exponential with the given mean.
-    Exp {
-        base: Duration,
-        mean: Duration,
-    },
-}
+/// Per-packet processing time of a node's CPU (the core's model, which
+/// the simulator puts in front of routers; live routers take the time they
+/// take unless asked to emulate it).
+pub use qosnet_core::node::cpu::ProcDist;
 
 #[derive(Clone, Debug)]
 pub struct RouterSpec {
     pub scheduler: SchedKind,
-    pub processing: ProcTime,
+    pub processing: ProcDist,
     pub queue_packets: usize,
     pub queue_bytes: usize,
     pub input_queue: usize,
@@ -236,6 +261,55 @@ pub struct RouterSpec {
 pub enum NodeKind {
     Router(RouterSpec),
     Host(HostSpec),
+    /// A store-and-forward layer-2 switch (MAC learning, 802.1Q VLANs).
+    Switch(SwitchSpec),
+    /// A shared half-duplex Ethernet segment (CSMA/CD bus): its links are
+    /// the stations' drop cables, their `delay` each station's position.
+    Segment(SegmentSpec),
+}
+
+/// `kind = "switch"`: a managed layer-2 switch (IEEE 802.1D/802.1Q).
+#[derive(Clone, Debug)]
+pub struct SwitchSpec {
+    /// Fabric latency: a frame may leave no earlier than this after it
+    /// arrived whole (store and forward).
+    pub latency: Duration,
+    /// Output queue limit per port.
+    pub queue_packets: usize,
+    pub queue_bytes: usize,
+    /// Forwarding database entries.
+    pub fdb_size: usize,
+    /// MAC aging time.
+    pub aging: Duration,
+}
+
+impl Default for SwitchSpec {
+    fn default() -> Self {
+        SwitchSpec {
+            latency: Duration::ZERO,
+            queue_packets: 1000,
+            queue_bytes: 1 << 20,
+            fdb_size: 8192,
+            aging: Duration::from_secs(300),
+        }
+    }
+}
+
+/// `[[segment]]`: a shared Ethernet bus (IEEE 802.3 half duplex).
+#[derive(Clone, Debug)]
+pub struct SegmentSpec {
+    pub capacity_bps: u64,
+    pub framing: Framing,
+    /// End-to-end propagation delay of the bus.
+    pub propagation: Duration,
+    /// Slot time in bit times (512 at 10 and 100 Mb/s; 4096 at 1 Gb/s,
+    /// half duplex with carrier extension).
+    pub slot_bits: u32,
+    pub jam_bits: u32,
+    /// Transmission attempts before a frame is dropped.
+    pub attempt_limit: u32,
+    /// Backoff exponent cap.
+    pub backoff_limit: u32,
 }
 
 /// A host's clock relative to true time (sim): its traffic sources run on
@@ -254,15 +328,63 @@ pub struct Node {
 }
 
 impl Node {
+    /// An IP router (forwards between its ports' subnets).
     pub fn is_router(&self) -> bool {
         matches!(self.kind, NodeKind::Router(_))
+    }
+    /// A layer-2 device (switch or shared segment): transparent to IP, it
+    /// joins the ports linked to it into one broadcast domain per VLAN.
+    pub fn is_l2(&self) -> bool {
+        matches!(self.kind, NodeKind::Switch(_) | NodeKind::Segment(_))
+    }
+    /// An IP end system (a host): it sends and receives flows.
+    pub fn is_host(&self) -> bool {
+        matches!(self.kind, NodeKind::Host(_))
     }
     pub fn router(&self) -> Option<&RouterSpec> {
         match &self.kind {
             NodeKind::Router(r) => Some(r),
-            NodeKind::Host(_) => None,
+            _ => None,
         }
     }
+    /// The node's clock against true time (sim): offset in ns, drift in ppm.
+    pub fn clock(&self) -> (i64, f64) {
+        match &self.kind {
+            NodeKind::Router(r) => (r.clock_offset_ns, r.clock_drift_ppm),
+            NodeKind::Host(h) => (h.clock_offset_ns, h.clock_drift_ppm),
+            _ => (0, 0.0),
+        }
+    }
+    /// The CPU in front of the node (sim): per-frame processing time and
+    /// input queue limit, for kinds that model one.
+    pub fn cpu(&self) -> Option<(ProcDist, usize)> {
+        match &self.kind {
+            NodeKind::Router(r) => Some((r.processing, r.input_queue)),
+            _ => None,
+        }
+    }
+    /// The kind's name as scenario files spell it.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            NodeKind::Router(_) => "router",
+            NodeKind::Host(_) => "host",
+            NodeKind::Switch(_) => "switch",
+            NodeKind::Segment(_) => "segment",
+        }
+    }
+}
+
+/// A broadcast domain: IP ports that reach each other without a router —
+/// the two ends of a point-to-point link, or every port behind the same
+/// switches (per VLAN) or on the same segment — and its subnet.
+#[derive(Clone, Debug)]
+pub struct Domain {
+    pub prefix: Ipv4Addr,
+    pub prefix_len: u8,
+    /// IP ports in the domain: (node, link, address), in link order.
+    pub members: Vec<(usize, usize, Ipv4Addr)>,
+    /// The VLAN on switches (1 when untagged or without switches).
+    pub vlan: u16,
 }
 
 /// A full-duplex point-to-point link: two channels, a→b and b→a.
@@ -276,8 +398,14 @@ pub struct Link {
     pub framing: Framing,
     pub prefix: Ipv4Addr,
     pub prefix_len: u8,
+    /// The ends' addresses (unspecified at a switch or segment end).
     pub a_ip: Ipv4Addr,
     pub b_ip: Ipv4Addr,
+    /// Access VLAN at a switch end (1 if none given).
+    pub vlan: u16,
+    /// The broadcast domain the link's IP ends belong to (`None` for a
+    /// link between two layer-2 devices).
+    pub domain: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -348,5 +476,87 @@ pub struct StaticRoute {
 impl Scenario {
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
+    }
+}
+
+/// `[paper]`, validated: what a paper reports for this scenario.
+#[derive(Clone, Debug, Default)]
+pub struct Paper {
+    /// Where the numbers come from (paper, table, column).
+    pub source: String,
+    /// The per-flow column's metric (`"jitter"`) and unit; empty without one.
+    pub metric: String,
+    pub unit: String,
+    /// The per-flow column: row name (flow, class) → number.
+    pub values: BTreeMap<String, f64>,
+    pub tables: Vec<PaperTable>,
+}
+
+impl Paper {
+    /// The table named `name`.
+    pub fn table(&self, name: &str) -> Option<&PaperTable> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+}
+
+/// One of the paper's tables: every row has one cell per column, and its
+/// first cell, a text, is the row's key (unique in the table).
+#[derive(Clone, Debug)]
+pub struct PaperTable {
+    pub name: String,
+    /// The paper's caption (empty when not given).
+    pub title: String,
+    pub columns: Vec<String>,
+    /// One unit per column (empty strings for none); empty if not given.
+    pub units: Vec<String>,
+    pub rows: Vec<Vec<PaperCell>>,
+}
+
+impl PaperCell {
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            PaperCell::Number(v) => Some(*v),
+            PaperCell::Text(_) => None,
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            PaperCell::Text(s) => Some(s),
+            PaperCell::Number(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for PaperCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PaperCell::Number(v) => write!(f, "{v}"),
+            PaperCell::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+impl PaperTable {
+    /// Row keys, in the paper's order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.rows
+            .iter()
+            .filter_map(|r| r.first().and_then(PaperCell::as_str))
+    }
+    /// Index of the column named `name`.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c == name)
+    }
+    /// The row whose key is `key`.
+    pub fn row(&self, key: &str) -> Option<&[PaperCell]> {
+        self.rows
+            .iter()
+            .find(|r| r.first().and_then(PaperCell::as_str) == Some(key))
+            .map(|r| r.as_slice())
+    }
+    /// The cell in row `key`, column `column`.
+    pub fn get(&self, key: &str, column: &str) -> Option<&PaperCell> {
+        let c = self.column(column)?;
+        self.row(key)?.get(c)
     }
 }

@@ -23,10 +23,14 @@ pub struct File {
     pub flows: Vec<S<Flow>>,
     #[serde(default, rename = "route")]
     pub routes: Vec<S<RouteEntry>>,
-    pub diffserv: Option<S<DiffServ>>,
+    #[serde(default, rename = "segment")]
+    pub segments: Vec<S<Segment>>,
+    // Not spanned: `[[diffserv.rule]]` alone makes `diffserv` an implicit
+    // table, which a span cannot be taken of (a cryptic serde error).
+    pub diffserv: Option<DiffServ>,
     pub taprio: Option<S<Taprio>>,
     pub htb: Option<S<Htb>>,
-    pub paper: Option<Paper>,
+    pub paper: Option<S<Paper>>,
 }
 
 /// `[htb]`: the class tree of `scheduler = "htb"` ports.
@@ -166,7 +170,7 @@ pub struct DsRule {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct Header {
-    pub name: String,
+    pub name: S<String>,
     #[serde(default)]
     pub description: String,
     pub duration: S<String>,
@@ -287,6 +291,40 @@ pub struct Node {
     pub tdp_delay: Option<S<i64>>,
     pub clock_offset: Option<S<String>>,
     pub clock_drift_ppm: Option<S<f64>>,
+    /// Settings of a `kind = "switch"` node.
+    pub switch: Option<S<SwitchOpts>>,
+}
+
+/// `switch = { ... }` of a switch node.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchOpts {
+    pub latency: Option<S<String>>,
+    pub queue_packets: Option<S<i64>>,
+    pub queue_bytes: Option<S<i64>>,
+    pub fdb_size: Option<S<i64>>,
+    pub aging: Option<S<String>>,
+}
+
+/// `[[segment]]`: a shared Ethernet bus and the stations on it.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Segment {
+    pub name: S<String>,
+    pub nodes: S<Vec<S<String>>>,
+    pub capacity: Option<S<String>>,
+    /// End-to-end propagation delay.
+    pub propagation: Option<S<String>>,
+    /// Each station's distance from one end, as propagation time.
+    pub positions: Option<S<Vec<String>>>,
+    pub subnet: Option<S<String>>,
+    pub slot_bits: Option<S<i64>>,
+    pub jam_bits: Option<S<i64>>,
+    pub attempt_limit: Option<S<i64>>,
+    pub backoff_limit: Option<S<i64>>,
+    pub fcs: Option<S<i64>>,
+    pub preamble: Option<S<i64>>,
+    pub ifg: Option<S<i64>>,
 }
 
 impl Node {
@@ -312,6 +350,8 @@ pub struct Link {
     pub b: S<String>,
     pub name: Option<S<String>>,
     pub subnet: Option<S<String>>,
+    /// Access VLAN at the switch end.
+    pub vlan: Option<S<i64>>,
     pub capacity: Option<S<String>>,
     pub delay: Option<S<String>>,
     pub fcs: Option<S<i64>>,
@@ -359,6 +399,55 @@ pub struct Flow {
     pub echo: Option<S<bool>>,
 }
 
+/// One `[[flow]]` table parsed on its own (see `load::split`).
+#[derive(Deserialize, Debug)]
+pub struct FlowTable {
+    #[serde(default)]
+    pub flow: Vec<S<Flow>>,
+}
+
+fn shift<T>(s: S<T>, by: usize) -> S<T> {
+    let r = s.span();
+    S::new(r.start + by..r.end + by, s.into_inner())
+}
+
+fn shift_opt<T>(s: Option<S<T>>, by: usize) -> Option<S<T>> {
+    s.map(|s| shift(s, by))
+}
+
+impl Flow {
+    /// The flow with every span moved `by` bytes on: parsed from a piece
+    /// of the file, it now points into the whole file.
+    pub fn shifted(self, by: usize) -> Flow {
+        Flow {
+            name: shift(self.name, by),
+            from: shift(self.from, by),
+            to: shift(self.to, by),
+            path: self.path.map(|p| {
+                let r = p.span();
+                let v = p.into_inner().into_iter().map(|x| shift(x, by)).collect();
+                S::new(r.start + by..r.end + by, v)
+            }),
+            loops: shift_opt(self.loops, by),
+            sport: shift_opt(self.sport, by),
+            dport: shift_opt(self.dport, by),
+            tdp_delay: shift_opt(self.tdp_delay, by),
+            slots: shift_opt(self.slots, by),
+            size: shift_opt(self.size, by),
+            rate: shift_opt(self.rate, by),
+            pattern: shift_opt(self.pattern, by),
+            on: shift_opt(self.on, by),
+            off: shift_opt(self.off, by),
+            start: shift_opt(self.start, by),
+            stop: shift_opt(self.stop, by),
+            ttl: shift_opt(self.ttl, by),
+            dscp: shift_opt(self.dscp, by),
+            tdp: shift_opt(self.tdp, by),
+            echo: shift_opt(self.echo, by),
+        }
+    }
+}
+
 #[derive(Deserialize, Debug, Clone)]
 #[serde(untagged)]
 pub enum DscpSpec {
@@ -394,12 +483,37 @@ pub struct RouteEntry {
     pub ttl: Option<S<Vec<i64>>>,
 }
 
-/// Numbers a paper reports for this scenario, printed beside qosnet's.
-#[derive(Deserialize, Debug, Clone)]
+/// `[paper]`: numbers a paper reports for this scenario, printed beside
+/// qosnet's: one per-flow column (`metric`, `unit`, `values`), whole
+/// tables of several columns (`[[paper.table]]`), or both.
+#[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct Paper {
     pub source: String,
-    pub metric: String,
-    pub unit: String,
-    pub values: BTreeMap<String, f64>,
+    pub metric: Option<S<String>>,
+    pub unit: Option<S<String>>,
+    pub values: Option<S<BTreeMap<String, f64>>>,
+    #[serde(default, rename = "table")]
+    pub tables: Vec<S<PaperTable>>,
+}
+
+/// `[[paper.table]]`: one of the paper's tables, rows of cells under named
+/// columns; a row's first cell is its key.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct PaperTable {
+    pub name: S<String>,
+    pub title: Option<String>,
+    pub columns: S<Vec<String>>,
+    pub units: Option<S<Vec<String>>>,
+    pub rows: Vec<S<Vec<PaperCell>>>,
+}
+
+/// A table cell: a number, or text where the paper gives text (TOS byte
+/// sets, approximate claims such as "~7 ms").
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum PaperCell {
+    Number(f64),
+    Text(String),
 }

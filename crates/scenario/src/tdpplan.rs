@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use qosnet_core::tdp::{plan as core_plan, tf_budget_bytes, Ctr, PlanFlow, PlanLink};
+use qosnet_core::tdp::{plan as core_plan, tf_budget_bytes, Ctr, PlanError, PlanFlow, PlanLink};
 
 use crate::model::{Scenario, SchedKind, SizeDist};
 use crate::topo::Network;
@@ -31,8 +31,17 @@ fn is_tdp(sc: &Scenario, i: usize) -> bool {
 
 /// Plan the reservations of every TDP flow of `sc`.
 pub fn plan(sc: &Scenario, net: &Network) -> Result<TdpPlan, String> {
-    let t = sc.tdp.as_ref().ok_or("scenario has no [tdp] section")?;
-    let ctr = Ctr::new(t.tf, t.tfs_per_tc, t.tcs_per_sc)?;
+    plan_checked(sc, net).map_err(|e| e.1)
+}
+
+/// [`plan`], with the index of the flow that does not fit (or whose slots
+/// overbook a link) beside the message, for the loader to point at.
+pub fn plan_checked(sc: &Scenario, net: &Network) -> Result<TdpPlan, (Option<usize>, String)> {
+    let t = sc
+        .tdp
+        .as_ref()
+        .ok_or((None, "scenario has no [tdp] section".to_string()))?;
+    let ctr = Ctr::new(t.tf, t.tfs_per_tc, t.tcs_per_sc).map_err(|e| (None, e))?;
     let tc_s = ctr.tc_len().as_secs_f64();
 
     // One planner link per router output port.
@@ -107,7 +116,18 @@ pub fn plan(sc: &Scenario, net: &Network) -> Result<TdpPlan, String> {
         which.push(fi);
         offsets[fi] = off;
     }
-    let p = core_plan(&plinks, t.tfs_per_tc, &pflows).map_err(|e| format!("TDP reservation: {e}"))?;
+    let p = core_plan(&plinks, t.tfs_per_tc, &pflows).map_err(|e| {
+        let fi = match &e {
+            PlanError::Overbooked(o) => sc.flows.iter().position(|f| f.name == o.flow),
+            PlanError::NoRoom { flow, .. } => sc.flows.iter().position(|f| &f.name == flow),
+            // The planner names the flow in its message ("flow NAME ...").
+            PlanError::Invalid(m) => sc
+                .flows
+                .iter()
+                .position(|f| m.contains(&format!("flow {} ", f.name))),
+        };
+        (fi, format!("TDP reservation: {e}"))
+    })?;
     let mut slots = vec![None; sc.flows.len()];
     for (k, fi) in which.iter().enumerate() {
         slots[*fi] = p.slots_of(&pflows[k].name).map(|s| s.to_vec());

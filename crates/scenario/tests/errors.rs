@@ -135,8 +135,8 @@ fn duplicates_and_self_links() {
 #[test]
 fn unknown_kind_and_scheduler() {
     check(
-        &BASE.replacen("kind = \"router\"", "kind = \"switch\"", 1),
-        "switch",
+        &BASE.replacen("kind = \"router\"", "kind = \"hub\"", 1),
+        "hub",
         "unknown node kind",
     );
     let t = BASE.replacen("kind = \"router\"", "kind = \"router\"\nscheduler = \"wfqq\"", 1);
@@ -236,13 +236,527 @@ fn diffserv_config_is_checked() {
 
 #[test]
 fn shadowed_diffserv_rules_are_refused_with_names() {
-    use qosnet_scenario::topo::Network;
-    // `narrow` can never match: `all-af1` before it matches everything it does.
+    // `narrow` can never match: `all-af1` before it matches everything it
+    // does. Refused at load (so `qosnet check` refuses it as `sim` does),
+    // at the shadowed rule's line.
     let t = ds("[[diffserv.rule]]\nname = \"narrow\"\nnodes = [\"R1\"]\ndscp = \"AF11\"\nproto = \"udp\"\nprofile = \"af1\"\n");
+    check(&t, "name = \"narrow\"", "all-af1");
+    let e = err(&t);
+    assert!(e.msg.contains("narrow") && e.msg.contains("never match"), "{e}");
+}
+
+/// BASE plus a switch SW on R2 with host h3, and `extra` (which may put
+/// host h4 on a segment).
+fn lan(extra: &str) -> String {
+    let h4 = if extra.contains("h4") {
+        "[[node]]\nname = \"h4\"\nkind = \"host\"\n"
+    } else {
+        ""
+    };
+    let t = BASE.replace(
+        "[[link]]\na = \"h1\"",
+        &format!("[[node]]\nname = \"SW\"\nkind = \"switch\"\n[[node]]\nname = \"h3\"\nkind = \"host\"\n{h4}[[link]]\na = \"R2\"\nb = \"SW\"\n[[link]]\na = \"h3\"\nb = \"SW\"\n[[link]]\na = \"h1\""),
+    );
+    format!("{t}\n{extra}")
+}
+
+#[test]
+fn switches_vlans_and_segments() {
+    let ok = lan("[[segment]]\nname = \"bus\"\nnodes = [\"R1\", \"h4\"]\n");
+    load_str("x.toml", &ok, &[]).unwrap();
+    // vlan only on a link with one switch end.
+    let t = BASE.replacen("a = \"R1\"\nb = \"R2\"", "a = \"R1\"\nb = \"R2\"\nvlan = 10", 1);
+    check(&t, "vlan = 10", "without exactly one switch end");
+    let t = lan("").replacen("a = \"h3\"\nb = \"SW\"", "a = \"h3\"\nb = \"SW\"\nvlan = 5000", 1);
+    check(&t, "vlan = 5000", "out of range");
+    // Router keys on a switch, switch keys on a router.
+    let t = lan("").replacen("kind = \"switch\"", "kind = \"switch\"\nscheduler = \"fifo\"", 1);
+    check(&t, "scheduler = \"fifo\"", "router settings");
+    let t = BASE.replacen(
+        "kind = \"router\"",
+        "kind = \"router\"\nswitch = { latency = \"1us\" }",
+        1,
+    );
+    check(&t, "switch = {", "not a switch");
+    // Segments: declared as [[segment]], at least two stations, IP nodes
+    // only, one segment per host, positions per station.
+    let t = BASE.replacen("kind = \"router\"", "kind = \"segment\"", 1);
+    check(&t, "kind = \"segment\"", "[[segment]]");
+    let t = lan("[[segment]]\nname = \"bus\"\nnodes = [\"h4\"]\n");
+    check(&t, "nodes = [\"h4\"]", "1 stations");
+    let t = lan("[[segment]]\nname = \"bus\"\nnodes = [\"h4\", \"SW\"]\n");
+    check(&t, "nodes = [\"h4\", \"SW\"]", "is a switch");
+    let t = lan("[[segment]]\nname = \"bus\"\nnodes = [\"R1\", \"h4\"]\npositions = [\"1us\"]\n");
+    check(&t, "positions = [\"1us\"]", "1 positions for 2 stations");
+    let t = lan("[[segment]]\nname = \"bus\"\nnodes = [\"R1\", \"h4\"]\npropagation = \"1us\"\npositions = [\"0us\", \"3us\"]\n");
+    check(&t, "positions = [", "beyond");
+    let t = lan("[[segment]]\nname = \"R1\" # the segment\nnodes = [\"R2\", \"h4\"]\n");
+    check(&t, "# the segment", "already a node name");
+    // A host needs exactly one attachment.
+    let t = lan("[[segment]]\nname = \"bus\"\nnodes = [\"R1\", \"h4\", \"h3\"]\n");
+    check(&t, "name = \"h3\"", "has 2 links");
+    // One subnet per broadcast domain, and no overlaps between domains.
+    let t = lan("").replacen(
+        "a = \"h3\"\nb = \"SW\"",
+        "a = \"h3\"\nb = \"SW\"\nsubnet = \"10.9.0.0/24\"",
+        1,
+    );
+    let t = t.replacen(
+        "a = \"R2\"\nb = \"SW\"",
+        "a = \"R2\"\nb = \"SW\"\nsubnet = \"10.8.0.0/24\"",
+        1,
+    );
+    check(&t, "subnet = \"10.9.0.0/24\"", "differs from");
+    let t = BASE
+        .replacen(
+            "a = \"h1\"\nb = \"R1\"",
+            "a = \"h1\"\nb = \"R1\"\nsubnet = \"10.7.0.0/16\"",
+            1,
+        )
+        .replacen(
+            "a = \"R1\"\nb = \"R2\"",
+            "a = \"R1\"\nb = \"R2\"\nsubnet = \"10.7.3.0/24\"",
+            1,
+        );
+    check(&t, "subnet = \"10.7.3.0/24\"", "overlaps");
+}
+
+const PAPER: &str = r#"
+[paper]
+source = "a paper, Table 1"
+
+[[paper.table]]
+name = "1"
+title = "Table 1"
+columns = ["class", "rate", "tos"]
+units = ["", "Mb/s", ""]
+rows = [
+    ["EF", 10, "0xb8"],
+    ["BE", 29.6, "0x00"],
+]
+"#;
+
+#[test]
+fn paper_tables() {
+    let sc = load_str("x.toml", &format!("{BASE}{PAPER}"), &[]).unwrap();
+    let p = sc.paper.unwrap();
+    assert!(p.values.is_empty() && p.metric.is_empty());
+    let t = p.table("1").unwrap();
+    assert_eq!(t.keys().collect::<Vec<_>>(), ["EF", "BE"]);
+    assert_eq!(t.get("EF", "rate").and_then(|c| c.as_f64()), Some(10.0));
+    assert_eq!(t.get("BE", "tos").and_then(|c| c.as_str()), Some("0x00"));
+    assert_eq!(t.units[1], "Mb/s");
+    assert!(t.get("AF11", "rate").is_none() && t.get("EF", "loss").is_none());
+    // The per-flow column still works alone.
+    let col = "[paper]\nsource = \"s\"\nmetric = \"jitter\"\nunit = \"ms\"\nvalues = { f = 0.5 }\n";
+    let sc = load_str("x.toml", &format!("{BASE}{col}"), &[]).unwrap();
+    assert_eq!(sc.paper.unwrap().values["f"], 0.5);
+}
+
+#[test]
+fn paper_errors() {
+    let with = |p: &str| format!("{BASE}{p}");
+    let t = with(&PAPER.replace("[\"BE\", 29.6, \"0x00\"]", "[\"BE\", 29.6]"));
+    check(&t, "[\"BE\", 29.6]", "a row of 2 cells under 3 columns");
+    let t = with(&PAPER.replace("[\"BE\", 29.6,", "[\"EF\", 29.6,"));
+    check(&t, "[\"EF\", 29.6,", "text key used once");
+    let t = with(&PAPER.replace("[\"BE\", 29.6,", "[7, 29.6,"));
+    check(&t, "[7, 29.6,", "text key");
+    let t = with(&PAPER.replace("units = [\"\", \"Mb/s\", \"\"]", "units = [\"Mb/s\"]"));
+    check(&t, "units = [\"Mb/s\"]", "1 units for 3 columns");
+    let t = with(&PAPER.replace("\"rate\", \"tos\"]", "\"rate\", \"rate\"]"));
+    check(&t, "columns =", "distinct");
+    let t = with(&PAPER.replace("columns = [", "colums = ["));
+    check(&t, "colums", "unknown field");
+    let t = with("[paper]\nsource = \"s\"\n");
+    check(&t, "[paper]", "neither");
+    let t = with("[paper]\nsource = \"s\"\nvalues = { f = 1.0 }\n");
+    check(&t, "[paper]", "without `metric`");
+    let twice = format!("{PAPER}\n[[paper.table]]\nname = \"1\" # again\ncolumns = [\"k\"]\nrows = []\n");
+    check(&with(&twice), "# again", "used twice");
+}
+
+/// `check`, plus: the error's hint names `hint`.
+fn check_hint(text: &str, needle: &str, msg: &str, hint: &str) {
+    check(text, needle, msg);
+    let e = err(text);
+    assert!(e.hint.contains(hint), "hint `{}` lacks `{hint}`", e.hint);
+}
+
+#[test]
+fn values_that_cannot_be_simulated_are_refused_with_the_limit() {
+    let cap = |c: &str| BASE.replace("capacity = \"100Mb/s\"", &format!("capacity = \"{c}\""));
+    check_hint(&cap("1e12Gb/s"), "capacity", "above 1Tb/s", "at most \"1Tb/s\"");
+    check_hint(&cap("100b/s"), "capacity", "below 1kb/s", "at least \"1kb/s\"");
+    check(&cap("1e30Gb/s"), "capacity", "above 1Tb/s");
+    check(&cap("1e400Gb/s"), "capacity", "too large");
+    let dur = |d: &str| BASE.replace("duration = \"1s\"", &format!("duration = \"{d}\""));
+    check_hint(&dur("100000s"), "duration =", "longer than 86400s", "\"86400s\"");
+    check_hint(&dur("1e12s"), "duration =", "longer than 86400s", "\"86400s\"");
+    check(&dur("1e400s"), "duration =", "too large");
+    let t = BASE.replace("duration = \"1s\"", "duration = \"1s\"\ndrain = \"4000s\"");
+    check(&t, "drain", "longer than");
+    let link = |k: &str| {
+        BASE.replacen(
+            "a = \"R1\"\nb = \"R2\"",
+            &format!("a = \"R1\"\nb = \"R2\"\n{k}"),
+            1,
+        )
+    };
+    check_hint(&link("delay = \"11s\""), "delay", "longer than 10s", "\"10s\"");
+    check_hint(&link("delay = \"1e12s\""), "delay", "longer than 10s", "\"10s\"");
+    let r1 = |k: &str| BASE.replacen("kind = \"router\"", &format!("kind = \"router\"\n{k}"), 1);
+    check_hint(
+        &r1("processing = \"1e9s\""),
+        "processing",
+        "longer than 1s",
+        "\"1s\"",
+    );
+    check_hint(
+        &r1("processing = \"1e30s\""),
+        "processing",
+        "longer than 1s",
+        "\"1s\"",
+    );
+    check(
+        &r1("processing = { dist = \"uniform\", min = \"1us\", max = \"2s\" }"),
+        "processing",
+        "processing max",
+    );
+    check(
+        &r1("processing = { dist = \"exp\", base = \"5s\", mean = \"1us\" }"),
+        "processing",
+        "processing base",
+    );
+    check_hint(
+        &r1("clock_offset = \"1e12s\""),
+        "clock_offset",
+        "longer than 1s",
+        "\"1s\"",
+    );
+    check_hint(
+        &r1("clock_offset = \"-2s\""),
+        "clock_offset",
+        "longer than 1s",
+        "\"1s\"",
+    );
+    check(&r1("clock_drift_ppm = nan"), "clock_drift_ppm", "not within");
+    check(&r1("clock_drift_ppm = inf"), "clock_drift_ppm", "not within");
+    let sw = lan("").replacen(
+        "kind = \"switch\"",
+        "kind = \"switch\"\nswitch = { latency = \"5s\" }",
+        1,
+    );
+    check(&sw, "latency", "longer than 1s");
+    let seg = lan("[[segment]]\nname = \"bus\"\nnodes = [\"R1\", \"h4\"]\npropagation = \"2ms\"\n");
+    check(&seg, "propagation", "longer than 1ms");
+    let tdp = BASE.replace(
+        "[defaults.link]",
+        "[tdp]\ntf = \"2s\"\ntfs_per_tc = 4\n[defaults.link]",
+    );
+    check(&tdp, "tf =", "longer than 1s");
+}
+
+#[test]
+fn numbers_must_be_finite_and_positive() {
+    for bad in ["nanMb/s", "infMb/s", "-5Mb/s", "0Mb/s", "1e400Mb/s", "Mb/s"] {
+        let t = BASE.replace("\"1Mb/s\"", &format!("\"{bad}\""));
+        check(&t, "rate =", "");
+    }
+    let t = BASE.replace("\"1Mb/s\"", "\"-5Mb/s\"");
+    check(&t, "rate =", "negative");
+}
+
+#[test]
+fn flow_rates_fit_the_first_link() {
+    // 1e15 Gb/s would make the simulator loop at time 0: refused, with
+    // the largest rate the host's link carries.
+    let t = BASE.replace("\"1Mb/s\"", "\"1e15Gb/s\"");
+    check_hint(
+        &t,
+        "rate =",
+        "more than 10 times the 23234",
+        "use at most 232342pps",
+    );
+    let t = BASE.replace("\"1Mb/s\"", "\"1e9pps\"");
+    check_hint(&t, "rate =", "h1-R1", "give the link more capacity");
+    // Overload up to 10 times the link rate (wire overhead included) is
+    // an experiment (the host drops the excess, counted): accepted.
+    let t = BASE.replace("\"1Mb/s\"", "\"232342pps\"");
+    load_str("x.toml", &t, &[]).unwrap();
+    let t = BASE.replace("\"1Mb/s\"", "\"232343pps\"");
+    check(&t, "rate =", "more than 10 times");
+    let t = BASE.replace("\"1Mb/s\"", "\"1e-9pps\"");
+    check(&t, "rate =", "less than one packet a day");
+}
+
+#[test]
+fn bytes_and_bits_are_not_confused() {
+    let rate = |r: &str| BASE.replace("\"1Mb/s\"", &format!("\"{r}\""));
+    let sc = load_str("x.toml", &rate("10MB/s"), &[]).unwrap();
+    assert_eq!(sc.flows[0].pps(), 80e6 / (8.0 * 500.0));
+    let sc = load_str("x.toml", &rate("10Mb/s"), &[]).unwrap();
+    assert_eq!(sc.flows[0].pps(), 10e6 / (8.0 * 500.0));
+    let sc = load_str("x.toml", &rate("2kpps"), &[]).unwrap();
+    assert_eq!(sc.flows[0].pps(), 2000.0);
+    for bad in ["10mb/s", "10MBps", "10KB/s", "10mbps", "10Mib/s", "10 megabits"] {
+        check_hint(&rate(bad), "rate =", bad, "");
+        let e = err(&rate(bad));
+        assert!(
+            e.hint.contains("Mb/s") && e.hint.contains("MB/s") && e.hint.contains("pps"),
+            "{e}"
+        );
+    }
+    // Durations: `m` could be minutes or milliseconds.
+    let t = BASE.replace("duration = \"1s\"", "duration = \"5m\"");
+    check(&t, "duration =", "ambiguous");
+    let t = BASE.replace("duration = \"1s\"", "duration = \"2min\"");
+    assert_eq!(
+        load_str("x.toml", &t, &[]).unwrap().duration.as_nanos(),
+        120_000_000_000
+    );
+    let t = BASE.replace("duration = \"1s\"", "duration = \"5 sec\"");
+    check_hint(&t, "duration =", "unknown time unit", "ns, us");
+}
+
+#[test]
+fn accepted_nonsense_is_refused_or_warned() {
+    let fl = |k: &str| BASE.replace("rate = \"1Mb/s\"", &format!("rate = \"1Mb/s\"\n{k}"));
+    // on = 0 never sends (with off = 0 too, once silently CBR).
+    check(
+        &fl("pattern = \"onoff\"\non = \"0\"\noff = \"0\""),
+        "on = \"0\"",
+        "never send",
+    );
+    check(
+        &fl("pattern = \"onoff\"\non = \"0\"\noff = \"5ms\""),
+        "on = \"0\"",
+        "never send",
+    );
+    // off = 0 is CBR: accepted, with a warning at its line.
+    let t = fl("pattern = \"onoff\"\non = \"5ms\"\noff = \"0\"");
     let sc = load_str("x.toml", &t, &[]).unwrap();
+    assert_eq!(sc.warnings.len(), 1, "{:?}", sc.warnings);
+    let w = &sc.warnings[0];
+    assert_eq!((w.file.as_str(), w.line), ("x.toml", line_of(&t, "off = \"0\"")));
+    assert!(w.msg.contains("cbr"), "{w}");
+    assert!(w.to_string().starts_with(&format!("x.toml:{}:", w.line)), "{w}");
+    // on/off keys on a flow whose pattern ignores them.
+    check(&fl("on = \"5ms\"\noff = \"5ms\""), "on = \"5ms\"", "no effect");
+    check(&fl("pattern = \"poisson\"\noff = \"5ms\""), "off = ", "no effect");
+    // stop before start: the two swapped.
+    check(
+        &fl("start = \"500ms\"\nstop = \"100ms\""),
+        "stop =",
+        "before it starts",
+    );
+    // stop = start switches a flow off (`--set flow.bulk.stop=0s`): warned.
+    let t = fl("start = \"500ms\"\nstop = \"500ms\"");
+    let sc = load_str("x.toml", &t, &[]).unwrap();
+    assert_eq!(sc.warnings.len(), 1, "{:?}", sc.warnings);
+    assert_eq!(sc.warnings[0].line, line_of(&t, "stop = \"500ms\""));
+    assert!(sc.warnings[0].msg.contains("sends nothing"), "{}", sc.warnings[0]);
+    let sc = load_str("x.toml", BASE, &["flow.f.stop=\"0s\"".into()]).unwrap();
+    assert_eq!(sc.warnings[0].file, "--set flow.f.stop=\"0s\"");
+    // A start after the run ends: a shortened run of a longer scenario, warned.
+    let t = fl("start = \"2s\"");
+    let sc = load_str("x.toml", &t, &[]).unwrap();
+    assert_eq!(sc.warnings.len(), 1);
+    assert_eq!(sc.warnings[0].line, line_of(&t, "start = \"2s\""));
+    assert!(sc.warnings[0].msg.contains("sends nothing"), "{}", sc.warnings[0]);
+    // A flow that stops within the warm-up is never measured.
+    let t = fl("stop = \"100ms\"").replace("duration = \"1s\"", "duration = \"1s\"\nwarmup = \"200ms\"");
+    let sc = load_str("x.toml", &t, &[]).unwrap();
+    assert_eq!(sc.warnings[0].line, line_of(&t, "stop = \"100ms\""));
+    assert!(sc.warnings[0].msg.contains("warm-up"), "{}", sc.warnings[0]);
+    // A clean scenario has no warnings.
+    assert!(load_str("x.toml", BASE, &[]).unwrap().warnings.is_empty());
+    // [scenario]: names that are no directory name.
+    for bad in ["", "..", "../../tmp/x", "a\\u0000b", "a/b"] {
+        let t = BASE.replace("name = \"t\"", &format!("name = \"{bad}\""));
+        check(&t, "name = \"", "is not allowed");
+    }
+}
+
+/// A chain h1 - R1 - ... - Rk - h2 with a flow from h1 to h2.
+fn chain(k: usize, flow: &str) -> String {
+    let mut s = String::from(
+        "[scenario]\nname = \"c\"\nduration = \"1s\"\n[defaults.link]\ncapacity = \"100Mb/s\"\n",
+    );
+    for i in 1..=k {
+        s += &format!("[[node]]\nname = \"R{i}\"\nkind = \"router\"\n");
+    }
+    s += "[[node]]\nname = \"h1\"\nkind = \"host\"\n[[node]]\nname = \"h2\"\nkind = \"host\"\n";
+    s += "[[link]]\na = \"h1\"\nb = \"R1\"\n";
+    for i in 1..k {
+        s += &format!("[[link]]\na = \"R{i}\"\nb = \"R{}\"\n", i + 1);
+    }
+    s += &format!("[[link]]\na = \"R{k}\"\nb = \"h2\"\n");
+    s += &format!(
+        "[[flow]]\nname = \"f\"\nfrom = \"h1\"\nto = \"h2\"\nsize = 500\nrate = \"1kpps\"\n{flow}\n"
+    );
+    s
+}
+
+#[test]
+fn network_errors_point_at_their_cause() {
+    // TTL too small for the path: says so, not "routing loop?".
+    let t = BASE.replace("rate = \"1Mb/s\"", "rate = \"1Mb/s\"\nttl = 2");
+    check_hint(
+        &t,
+        "name = \"f\"",
+        "TTL 2 runs out at router R2 after 1 router hops",
+        "raise the flow's ttl",
+    );
+    let t = chain(300, "ttl = 255");
+    check_hint(
+        &t,
+        "name = \"f\"",
+        "TTL 255 runs out",
+        "longer than any IP packet",
+    );
+    // Two parts of the network without a link between them.
+    let t = BASE.replace("[[link]]\na = \"R1\"\nb = \"R2\"\n", "");
+    check_hint(&t, "name = \"f\"", "cannot reach `h2`", "link the two parts");
+    // A static route that sends the flow back: a loop, at the route.
+    let t = format!("{BASE}\n[[route]]\nnode = \"R2\"\nprefix = \"10.0.2.2/32\"\nvia = \"R1\"\n");
+    check_hint(
+        &t,
+        "prefix = \"10.0.2.2/32\"",
+        "routing loop R1 -> R2 -> R1",
+        "[[route]]",
+    );
+    // A static route colliding with a generated one.
+    let t = format!("{BASE}\n[[route]]\nnode = \"R2\"\nprefix = \"10.0.1.0/24\"\nvia = \"R1\"\n");
+    check_hint(
+        &t,
+        "prefix = \"10.0.1.0/24\"",
+        "overlaps existing route",
+        "generated route",
+    );
+}
+
+const TDP: &str = r#"
+[tdp]
+tf = "250us"
+tfs_per_tc = 4
+"#;
+
+#[test]
+fn tdp_overbooking_points_at_the_flow() {
+    // 100 Mb/s carries 3125 bytes per 250us TF: three 1002-byte packets.
+    let t = BASE
+        .replace(
+            "[defaults.link]",
+            &format!("{TDP}\n[defaults.router]\nscheduler = \"tdp\"\n[defaults.link]"),
+        )
+        .replace(
+            "size = 500\nrate = \"1Mb/s\"",
+            "size = 1002\nrate = \"1Mb/s\"\nslots = [0]",
+        );
+    load_str("x.toml", &t, &[]).unwrap();
+    let mut more = t.clone();
+    for k in 0..3 {
+        more += &format!("[[flow]]\nname = \"g{k}\"\nfrom = \"h1\"\nto = \"h2\"\nsize = 1002\nrate = \"1kpps\"\nslots = [0]\n");
+    }
+    let e = err(&more);
+    assert_eq!(e.line, line_of(&more, "name = \"g2\"") + 5, "{e}");
+    assert!(
+        e.msg.contains("link R1->R2")
+            && e.msg.contains("TF 0")
+            && e.msg.contains("flow g2")
+            && e.msg.contains(" B"),
+        "{e}"
+    );
+    assert!(!e.hint.is_empty());
+}
+
+#[test]
+fn files_that_are_not_text_are_named_so() {
+    let dir = std::env::temp_dir().join(format!("qosnet-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("bin.toml");
+    std::fs::write(&bin, [0x7fu8, b'E', b'L', b'F', 0, 0, 1]).unwrap();
+    let e = qosnet_scenario::load_file(bin.to_str().unwrap(), &[]).unwrap_err();
+    assert!(e.msg.contains("not a text file"), "{e}");
+    let latin1 = dir.join("latin1.toml");
+    std::fs::write(&latin1, b"[scenario]\nname = \"caf\xe9\"\n").unwrap();
+    let e = qosnet_scenario::load_file(latin1.to_str().unwrap(), &[]).unwrap_err();
+    assert!(
+        e.msg.contains("not a text file") && e.msg.contains("UTF-8"),
+        "{e}"
+    );
+    let e = qosnet_scenario::load_file(dir.to_str().unwrap(), &[]).unwrap_err();
+    assert!(e.msg.contains("directory"), "{e}");
+    let e = qosnet_scenario::load_file(dir.join("nope.toml").to_str().unwrap(), &[]).unwrap_err();
+    assert!(e.hint.contains("check the path"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn set_errors_name_the_argument() {
+    // A value from --set is refused naming the argument, not a line of
+    // the file (which may not even exist).
+    let e = load_str("x.toml", BASE, &["flow.f.size=9".into()]).unwrap_err();
+    assert_eq!(e.file, "--set flow.f.size=9", "{e}");
+    assert_eq!(e.line, 0);
+    assert!(e.msg.contains("not a valid IP packet size"), "{e}");
+    assert!(e.to_string().starts_with("--set flow.f.size=9: "), "{e}");
+    // A key the file does not have (inserted by the override).
+    let e = load_str(
+        "x.toml",
+        BASE,
+        &["scenario.duration=1s".into(), "flow.f.on=5ms".into()],
+    )
+    .unwrap_err();
+    assert_eq!(e.file, "--set flow.f.on=5ms", "{e}");
+    let e = load_str("x.toml", BASE, &["flow.f.colour=red".into()]).unwrap_err();
+    assert_eq!(e.file, "--set flow.f.colour=red", "{e}");
+    assert!(e.msg.contains("unknown field"), "{e}");
+    let e = load_str("x.toml", BASE, &["scenario.duration=\"1e12s\"".into()]).unwrap_err();
+    assert_eq!(e.file, "--set scenario.duration=\"1e12s\"", "{e}");
+    // An error in the file keeps its own line after overrides insert lines above it.
+    let t = BASE.replace("size = 500", "size = 12");
+    let e = load_str(
+        "x.toml",
+        &t,
+        &["scenario.warmup=100ms".into(), "flow.f.dscp=EF".into()],
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.line),
+        ("x.toml", line_of(&t, "size = 12")),
+        "{e}"
+    );
+    // Warnings from --set values name the argument too.
+    let sc = load_str("x.toml", BASE, &["flow.f.start=5s".into()]).unwrap();
+    assert_eq!(sc.warnings[0].file, "--set flow.f.start=5s");
+}
+
+#[test]
+fn route_tables_stay_small_in_long_chains() {
+    // A chain's routers carry their connected subnets, a default route at
+    // each end and the hosts' subnets in the middle: a handful each, not
+    // one per link of the chain.
+    use qosnet_scenario::topo::Network;
+    let sc = load_str("c.toml", &chain(250, "ttl = 255"), &[]).unwrap();
     let net = Network::build(&sc).unwrap();
-    let e = qosnet_scenario::dsbuild::classifier(&sc, &net, 0)
-        .err()
-        .expect("shadowed rule must be refused");
-    assert!(e.contains("narrow") && e.contains("all-af1"), "{e}");
+    for (i, n) in sc.nodes.iter().enumerate() {
+        if n.is_router() {
+            assert!(
+                net.nodes[i].routes.len() <= 6,
+                "{}: {}",
+                n.name,
+                net.nodes[i].routes.len()
+            );
+        }
+    }
+    assert_eq!(net.hops[0].len(), 250);
+    // Every router still reaches both hosts and its neighbours' links.
+    let h2 = net.host_ip(sc.node_index("h2").unwrap());
+    let h1 = net.host_ip(sc.node_index("h1").unwrap());
+    for i in 0..250 {
+        assert!(net.nodes[i].routes.lookup(h1, 64).is_some());
+        assert!(net.nodes[i].routes.lookup(h2, 64).is_some());
+    }
 }

@@ -5,12 +5,16 @@
 
 use std::collections::BTreeMap;
 
-use qosnet_core::sched::Fifo;
-use qosnet_scenario::build::{build_router, tdp_setup, BuildOpts};
+use qosnet_core::node::cpu::Cpu;
+use qosnet_core::Duration;
+use qosnet_scenario::build::{build_node, BuildOpts, Setup};
 use qosnet_scenario::topo::Network;
 use qosnet_scenario::{NodeKind, Scenario};
 
-use crate::sim::{Clock, HostNode, NodeState, RouterNode, Sim, Wiring};
+use crate::host::Host;
+use crate::media::segment::{Segment, SegmentConfig};
+use crate::media::{link::Channel, Attach, MediumNode};
+use crate::sim::{Clock, Medium, Sim, Slot};
 use crate::source::Source;
 
 /// Build the port scheduler a router spec asks for (shared with live mode:
@@ -19,8 +23,8 @@ pub use qosnet_scenario::build::make_scheduler;
 
 pub(crate) fn build(sc: Scenario, net: Network) -> Result<Sim, String> {
     let mut extra = BTreeMap::new();
-    let (ctr, plan) = tdp_setup(&sc, &net)?;
-    if let Some(p) = &plan {
+    let setup = Setup::new(&sc, &net)?;
+    if let Some(p) = &setup.plan {
         extra.insert("tdp_plan".to_string(), p.summary_json(&sc, &net));
     }
     let opts = BuildOpts {
@@ -28,72 +32,132 @@ pub(crate) fn build(sc: Scenario, net: Network) -> Result<Sim, String> {
         flow_src: Vec::new(),
     };
 
-    let mut nodes = Vec::new();
-    let mut wiring: Wiring = Vec::new();
+    // Shared segments first: ports on them attach to the medium.
+    let mut media = Vec::new();
+    let mut seg_of = vec![None; sc.nodes.len()];
+    for (i, node) in sc.nodes.iter().enumerate() {
+        let NodeKind::Segment(spec) = &node.kind else {
+            continue;
+        };
+        let ifaces = &net.nodes[i].ifaces;
+        let cfg = SegmentConfig {
+            rate_bps: spec.capacity_bps,
+            framing: spec.framing,
+            // Each drop cable's delay is its station's place on the bus.
+            positions_ns: ifaces.iter().map(|f| sc.links[f.link].delay.as_nanos()).collect(),
+            slot_bits: spec.slot_bits,
+            jam_bits: spec.jam_bits,
+            attempt_limit: spec.attempt_limit,
+            backoff_limit: spec.backoff_limit,
+            // The segment's own stream, so adding a segment does not change
+            // the draws of everything else.
+            seed: sc.seed ^ (0x5e67_0000 + i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        };
+        let seg = Segment::new(cfg).map_err(|e| format!("segment {}: {e}", node.name))?;
+        let stations = ifaces
+            .iter()
+            .map(|f| (f.peer as u32, f.peer_port as u16))
+            .collect();
+        seg_of[i] = Some(media.len() as u32);
+        media.push(Medium::new(seg, node.name.clone(), stations));
+    }
+
+    let mut slots = Vec::new();
+    let mut attach = Vec::new();
     for (i, node) in sc.nodes.iter().enumerate() {
         let nn = &net.nodes[i];
-        wiring.push(
+        attach.push(
             nn.ifaces
                 .iter()
-                .map(|f| (f.peer as u32, f.peer_port as u16, sc.links[f.link].delay))
+                .enumerate()
+                .map(|(k, f)| match (seg_of[f.peer], seg_of[i]) {
+                    (Some(seg), _) => Attach::Segment {
+                        seg,
+                        station: f.peer_port as u16,
+                    },
+                    // The segment's own ports: its stations (never used).
+                    (None, Some(seg)) => Attach::Segment {
+                        seg,
+                        station: k as u16,
+                    },
+                    (None, None) => {
+                        let l = &sc.links[f.link];
+                        Attach::Link(Channel {
+                            peer: f.peer as u32,
+                            peer_port: f.peer_port as u16,
+                            delay: l.delay,
+                            gap: Duration::for_bytes(l.framing.ifg as u64, l.capacity_bps),
+                        })
+                    }
+                })
                 .collect(),
         );
-        match &node.kind {
-            NodeKind::Router(spec) => {
-                let r = build_router(&sc, &net, ctr.as_ref(), plan.as_ref(), i, &opts)?;
-                nodes.push(NodeState::Router(Box::new(RouterNode {
-                    r,
-                    clock: Clock {
-                        offset_ns: spec.clock_offset_ns,
-                        drift_ppm: spec.clock_drift_ppm,
-                    },
-                    proc: spec.processing,
-                    cpu_q: Default::default(),
-                    cpu_busy: false,
-                    cpu_limit: spec.input_queue,
-                    input_drops: 0,
-                })));
-            }
+        let end = sc.duration;
+        let sources: Vec<Source> = sc
+            .flows
+            .iter()
+            .filter(|fl| fl.from == i)
+            .map(|fl| {
+                let stop = fl.stop.map(|s| s.min(end)).unwrap_or(end);
+                Source::new(
+                    fl.id,
+                    fl.pattern.clone(),
+                    fl.size.clone(),
+                    fl.pps(),
+                    fl.start,
+                    stop,
+                )
+            })
+            .collect();
+        let slot = match &node.kind {
+            NodeKind::Segment(_) => Slot::new(
+                Box::new(MediumNode::new(node.name.clone(), nn.ifaces.len())),
+                Clock::default(),
+                None,
+            ),
             NodeKind::Host(hs) => {
                 let f = &nn.ifaces[0];
                 let link = &sc.links[f.link];
-                let end = sc.duration;
-                let sources = sc
-                    .flows
-                    .iter()
-                    .filter(|fl| fl.from == i)
-                    .map(|fl| {
-                        let stop = fl.stop.map(|s| s.min(end)).unwrap_or(end);
-                        Source::new(
-                            fl.id,
-                            fl.pattern.clone(),
-                            fl.size.clone(),
-                            fl.pps(),
-                            fl.start,
-                            stop,
-                        )
-                    })
-                    .collect();
-                nodes.push(NodeState::Host(Box::new(HostNode {
-                    clock: Clock {
+                let echo = sc.flows.iter().map(|fl| fl.echo && fl.to == i).collect();
+                let mut host = Host::new(
+                    node.name.clone(),
+                    f.ip,
+                    f.mac,
+                    f.peer_mac,
+                    link.capacity_bps,
+                    link.framing,
+                    echo,
+                );
+                if f.domain.is_some_and(|d| !net.domains[d].is_point_to_point()) {
+                    host = host.announce_on_start();
+                }
+                if seg_of[f.peer].is_some() {
+                    host = host.half_duplex();
+                }
+                // The NIC runs on true time; the host's clock drives its
+                // traffic generators only.
+                Slot::new(Box::new(host), Clock::default(), None).with_sources(
+                    sources,
+                    Clock {
                         offset_ns: hs.clock_offset_ns,
                         drift_ppm: hs.clock_drift_ppm,
                     },
-                    ip: f.ip,
-                    mac: f.mac,
-                    peer_mac: f.peer_mac,
-                    nic: Fifo::new(10_000, 16 << 20),
-                    rate_bps: link.capacity_bps,
-                    framing: link.framing,
-                    busy_until: Default::default(),
-                    sources,
-                    tx_pkts: 0,
-                    tx_bytes: 0,
-                    tx_wire: 0,
-                    misdelivered: 0,
-                })));
+                )
             }
-        }
+            _ => {
+                let n = build_node(&sc, &net, &setup, i, &opts)?.ok_or_else(|| {
+                    format!(
+                        "node {}: no simulated node of kind {}",
+                        node.name,
+                        node.kind_name()
+                    )
+                })?;
+                let (offset_ns, drift_ppm) = node.clock();
+                let cpu = node.cpu().map(|(dist, limit)| Cpu::new(dist, limit));
+                Slot::new(n, Clock { offset_ns, drift_ppm }, cpu).with_sources(sources, Clock::default())
+            }
+        };
+        slots.push(slot);
     }
-    Ok(Sim::assemble(sc, net, nodes, wiring, extra))
+    Ok(Sim::assemble(sc, net, slots, attach, media, extra))
 }

@@ -8,6 +8,8 @@
 
 mod build;
 pub mod engine;
+pub mod host;
+pub mod media;
 pub mod sim;
 pub mod sink;
 pub mod source;

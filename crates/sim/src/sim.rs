@@ -9,21 +9,23 @@
 //! packet (a bounded input queue served one packet at a time), and per-node
 //! clocks with offset and drift relative to true time.
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 
+use qosnet_core::node::cpu::{Cpu, Draw};
+use qosnet_core::node::{Event, Node, TxStatus};
 use qosnet_core::probe::Probe;
-use qosnet_core::router::Router;
-use qosnet_core::sched::{DropReason, Fifo, Scheduler};
-use qosnet_core::wire::{self, MacAddr, UdpSpec};
-use qosnet_core::{Duration, Framing, Instant, Meta, Packet};
+use qosnet_core::wire::{self, UdpSpec};
+use qosnet_core::{Duration, Instant, Meta, Packet};
 use qosnet_scenario::results::{EngineResult, LinkResult, NodeResult, Results};
 use qosnet_scenario::topo::Network;
-use qosnet_scenario::{ProcTime, Scenario};
+use qosnet_scenario::{NodeKind, Scenario};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::build;
 use crate::engine::{Ev, EventQueue};
+use crate::media::segment::{SegOutput, Segment};
+use crate::media::Attach;
 use crate::sink::FlowStat;
 use crate::source::Source;
 
@@ -51,63 +53,116 @@ impl Clock {
     }
 }
 
-pub(crate) struct RouterNode {
-    pub r: Router,
+/// One node as the engine holds it: the sans-IO node, what the simulated
+/// hardware adds around it (its clock, its CPU), and the engine's own
+/// bookkeeping. Nothing here depends on what kind of node it is.
+pub(crate) struct Slot {
+    pub node: Box<dyn Node>,
+    /// The node's clock (TDP routers' CTR runs on it).
     pub clock: Clock,
-    pub proc: ProcTime,
-    pub cpu_q: VecDeque<(u16, Packet)>,
-    pub cpu_busy: bool,
-    pub cpu_limit: usize,
-    pub input_drops: u64,
-}
-
-pub(crate) struct HostNode {
-    /// Sources are scheduled on this clock.
-    pub clock: Clock,
-    pub ip: std::net::Ipv4Addr,
-    pub mac: MacAddr,
-    pub peer_mac: MacAddr,
-    pub nic: Fifo,
-    pub rate_bps: u64,
-    pub framing: Framing,
-    pub busy_until: Instant,
+    /// Input queue and processing time in front of the node, if modelled.
+    pub cpu: Option<Cpu>,
+    /// Traffic sources attached to the node (its applications).
     pub sources: Vec<Source>,
-    pub tx_pkts: u64,
-    pub tx_bytes: u64,
-    pub tx_wire: u64,
-    pub misdelivered: u64,
+    /// The clock the sources are scheduled on: a traffic generator's
+    /// oscillator, which need not be the node's (a host's NIC runs on true
+    /// time; its generator drifts, as a RouterTester port not locked to
+    /// the CTR does).
+    pub source_clock: Clock,
+    /// The node's pending wake-up, if one is scheduled.
+    wake_at: Option<Instant>,
 }
 
-pub(crate) enum NodeState {
-    Router(Box<RouterNode>),
-    Host(Box<HostNode>),
+impl Slot {
+    pub fn new(node: Box<dyn Node>, clock: Clock, cpu: Option<Cpu>) -> Self {
+        Slot {
+            node,
+            clock,
+            cpu,
+            sources: Vec::new(),
+            source_clock: Clock::default(),
+            wake_at: None,
+        }
+    }
+    /// Attach traffic sources scheduled on `clock`.
+    pub fn with_sources(mut self, sources: Vec<Source>, clock: Clock) -> Self {
+        self.sources = sources;
+        self.source_clock = clock;
+        self
+    }
 }
 
-/// Where each port's frames go: (peer node, peer port, propagation delay).
-/// Per node, per port: (tx packets, tx frame bytes, tx wire bytes, IP bytes).
+/// A shared segment as the engine holds it: the medium, which node port
+/// each of its stations is, and the conservation ledger of the traffic it
+/// carries (a frame sent whole reaches every other station: copies).
+pub(crate) struct Medium {
+    pub seg: Segment,
+    pub name: String,
+    /// Station `k` is (node, port).
+    pub stations: Vec<(u32, u16)>,
+    wake_at: Option<Instant>,
+    /// Per station: the frame its NIC holds is traffic.
+    nic_traffic: Vec<bool>,
+    /// Traffic frames sent whole, copies delivered, frames given up.
+    traffic_sent: u64,
+    traffic_delivered: u64,
+    traffic_lost: u64,
+}
+
+impl Medium {
+    pub fn new(seg: Segment, name: String, stations: Vec<(u32, u16)>) -> Self {
+        let n = stations.len();
+        Medium {
+            seg,
+            name,
+            stations,
+            wake_at: None,
+            nic_traffic: vec![false; n],
+            traffic_sent: 0,
+            traffic_delivered: 0,
+            traffic_lost: 0,
+        }
+    }
+}
+
+/// The engine's random stream as the core's [`Draw`]: one seeded stream
+/// for the whole run, drawn in event order, so a seed replays bit for bit.
+struct RngDraw<'a>(&'a mut StdRng);
+
+impl Draw for RngDraw<'_> {
+    fn uniform_u64(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0.gen_range(lo..=hi)
+    }
+    fn unit_f64(&mut self) -> f64 {
+        self.0.gen_range(f64::EPSILON..1.0)
+    }
+}
+
+/// Per node, per port: (tx packets, tx frame bytes, tx wire bytes).
 type Counters = Vec<Vec<(u64, u64, u64)>>;
-
-pub(crate) type Wiring = Vec<Vec<(u32, u16, Duration)>>;
 
 pub struct Sim {
     pub(crate) sc: Scenario,
     pub(crate) net: Network,
-    pub(crate) nodes: Vec<NodeState>,
-    pub(crate) wiring: Wiring,
-    wake_at: Vec<Option<Instant>>,
+    pub(crate) slots: Vec<Slot>,
+    /// Per node, per port: the medium the port is attached to.
+    pub(crate) attach: Vec<Vec<Attach>>,
+    /// Shared segments.
+    pub(crate) media: Vec<Medium>,
     q: EventQueue,
     now: Instant,
     rng: StdRng,
     pub(crate) flows: Vec<FlowStat>,
-    /// UDP 5-tuple parts per flow: (src ip, dst ip, sport, dport, ttl, dscp).
-    pub(crate) flow_hdr: Vec<(std::net::Ipv4Addr, std::net::Ipv4Addr, u16, u16, u8, u8)>,
+    /// Per flow, the headers of its packets (all but the IP ident, which
+    /// is the sequence number).
+    pub(crate) flow_hdr: Vec<UdpSpec>,
     events: u64,
     uid: u64,
     generated: u64,
     stalls: u64,
     snap_start: Option<Counters>,
     snap_end: Option<Counters>,
-    pub(crate) extra: std::collections::BTreeMap<String, serde_json::Value>,
+    pub(crate) extra: BTreeMap<String, serde_json::Value>,
     progress: bool,
     /// Per node, per port: a pcap capture of what the port transmits.
     pcap: Vec<Vec<Option<Capture>>>,
@@ -143,11 +198,11 @@ impl Sim {
     pub(crate) fn assemble(
         sc: Scenario,
         net: Network,
-        nodes: Vec<NodeState>,
-        wiring: Wiring,
-        extra: std::collections::BTreeMap<String, serde_json::Value>,
+        slots: Vec<Slot>,
+        attach: Vec<Vec<Attach>>,
+        media: Vec<Medium>,
+        extra: BTreeMap<String, serde_json::Value>,
     ) -> Sim {
-        let n = nodes.len();
         let flows = sc
             .flows
             .iter()
@@ -161,23 +216,28 @@ impl Sim {
             .flows
             .iter()
             .map(|f| {
-                (
-                    net.host_ip(f.from),
-                    net.host_ip(f.to),
-                    f.sport,
-                    f.dport,
-                    f.ttl,
-                    f.dscp,
-                )
+                let src = &net.nodes[f.from].ifaces[0];
+                let dst = net.host_ip(f.to);
+                UdpSpec {
+                    src_mac: src.mac,
+                    dst_mac: net.first_hop_mac(&sc, f.from, dst),
+                    src: net.host_ip(f.from),
+                    dst,
+                    sport: f.sport,
+                    dport: f.dport,
+                    tos: f.dscp << 2,
+                    ttl: f.ttl,
+                    ident: 0,
+                }
             })
             .collect();
         let rng = StdRng::seed_from_u64(sc.seed);
         Sim {
             sc,
             net,
-            nodes,
-            wiring,
-            wake_at: vec![None; n],
+            slots,
+            attach,
+            media,
             q: EventQueue::default(),
             now: Instant::ZERO,
             rng,
@@ -257,23 +317,21 @@ impl Sim {
     /// Run the scenario to the end and return its results.
     pub fn run(&mut self) -> Results {
         let wall = std::time::Instant::now();
-        for (i, n) in self.nodes.iter().enumerate() {
-            if let NodeState::Host(h) = n {
-                for (s, src) in h.sources.iter().enumerate() {
-                    if src.start < src.stop {
-                        let at = h.clock.global(Instant(src.start.as_nanos()));
-                        self.q.push(
-                            at,
-                            Ev::Emit {
-                                node: i as u32,
-                                source: s as u32,
-                            },
-                        );
-                    }
+        for (i, slot) in self.slots.iter().enumerate() {
+            for (s, src) in slot.sources.iter().enumerate() {
+                if src.start < src.stop {
+                    let at = slot.source_clock.global(Instant(src.start.as_nanos()));
+                    self.q.push(
+                        at,
+                        Ev::Emit {
+                            node: i as u32,
+                            source: s as u32,
+                        },
+                    );
                 }
             }
         }
-        for i in 0..self.nodes.len() {
+        for i in 0..self.slots.len() {
             self.service(i);
         }
         let warmup = Instant(self.sc.warmup.as_nanos());
@@ -328,116 +386,135 @@ impl Sim {
             Ev::Arrive { node, port, pkt } => self.arrive(node as usize, port, pkt),
             Ev::Wake { node } => {
                 let i = node as usize;
-                if self.wake_at[i] == Some(self.now) {
-                    self.wake_at[i] = None;
+                if self.slots[i].wake_at == Some(self.now) {
+                    self.slots[i].wake_at = None;
                     self.service(i);
                 }
             }
             Ev::CpuDone { node } => {
                 let i = node as usize;
                 let now = self.now;
-                let mut next = None;
-                if let NodeState::Router(r) = &mut self.nodes[i] {
-                    if let Some((port, pkt)) = r.cpu_q.pop_front() {
-                        let local = r.clock.local(now);
-                        r.r.handle_frame(local, port, pkt.data, pkt.meta);
-                    }
-                    r.cpu_busy = false;
-                    if !r.cpu_q.is_empty() {
-                        r.cpu_busy = true;
-                        next = Some(sample(r.proc, &mut self.rng));
-                    }
+                let slot = &mut self.slots[i];
+                let local = slot.clock.local(now);
+                let done = match slot.cpu.as_mut() {
+                    Some(cpu) => cpu.poll_done(now, &mut RngDraw(&mut self.rng)),
+                    None => None,
+                };
+                if let Some((port, frame, meta)) = done {
+                    slot.node.handle_frame(local, port, frame, meta);
                 }
-                if let Some(d) = next {
-                    self.q.push(now + d, Ev::CpuDone { node });
+                if let Some(t) = slot.cpu.as_ref().and_then(|c| c.poll_timeout()) {
+                    self.q.push(t, Ev::CpuDone { node });
                 }
                 self.service(i);
             }
             Ev::Emit { node, source } => self.emit(node as usize, source as usize),
+            Ev::Medium { seg } => {
+                let m = seg as usize;
+                if self.media[m].wake_at == Some(self.now) {
+                    self.media[m].wake_at = None;
+                    self.service_medium(m);
+                }
+            }
         }
     }
 
-    fn arrive(&mut self, i: usize, port: u16, pkt: Packet) {
+    /// Let segment `m` run to now: deliver what reached stations whole,
+    /// tell senders what became of their frames, then arm its next wake-up.
+    fn service_medium(&mut self, m: usize) {
         let now = self.now;
-        match &mut self.nodes[i] {
-            NodeState::Router(r) => {
-                if r.cpu_q.len() >= r.cpu_limit {
-                    r.input_drops += 1;
-                    return;
+        let med = &mut self.media[m];
+        med.seg.handle_timeout(now);
+        let outs: Vec<SegOutput> = std::iter::from_fn(|| med.seg.poll_output()).collect();
+        for out in outs {
+            match out {
+                SegOutput::Deliver { station, pkt, .. } => {
+                    let Some(&(node, port)) = self.media[m].stations.get(station) else {
+                        continue;
+                    };
+                    if pkt.meta.uid != 0 {
+                        self.media[m].traffic_delivered += 1;
+                    }
+                    self.arrive(node as usize, port, pkt);
                 }
-                // The NIC's receive time: the router decodes TDP stamps
-                // against it, however long the frame then waits for the CPU.
-                let mut pkt = pkt;
-                pkt.meta.arrival = r.clock.local(now);
-                r.cpu_q.push_back((port, pkt));
-                if !r.cpu_busy {
-                    r.cpu_busy = true;
-                    let d = sample(r.proc, &mut self.rng);
-                    self.q.push(now + d, Ev::CpuDone { node: i as u32 });
-                }
-            }
-            NodeState::Host(h) => {
-                let Ok(info) = wire::parse_ipv4(&pkt.data) else {
-                    h.misdelivered += 1;
-                    return;
-                };
-                let probe = Probe::decode(wire::udp_payload(&pkt.data, &info));
-                match probe {
-                    Some(p) if info.dst == h.ip && (p.flow as usize) < self.flows.len() => {
-                        let f = p.flow as usize;
-                        if self.sc.flows[f].echo && self.sc.flows[f].to == i {
-                            // Echo request: send it back with its DS byte,
-                            // as a ping responder or iperf's peer would.
-                            let mut data = pkt.data;
-                            wire::reflect_udp(&mut data, &info, h.mac, h.peer_mac);
-                            wire::set_ttl(&mut data, 64);
-                            let _ = h.nic.enqueue(Packet::new(data, pkt.meta), now);
-                            self.service(i);
-                            return;
-                        }
-                        self.flows[f].total_received += 1;
-                        if now.as_nanos() >= self.sc.warmup.as_nanos()
-                            && now.as_nanos() < self.sc.duration.as_nanos()
-                        {
-                            self.flows[f].arrived_in_window(info.total_len);
-                        }
-                        if p.tx_ns >= self.sc.warmup.as_nanos() && p.tx_ns < self.sc.duration.as_nanos() {
-                            self.flows[f].record(p.seq, now.as_nanos() - p.tx_ns, info.tos);
+                SegOutput::TxDone { station, status, .. } => {
+                    let med = &mut self.media[m];
+                    let Some(&(node, port)) = med.stations.get(station) else {
+                        continue;
+                    };
+                    if std::mem::take(&mut med.nic_traffic[station]) {
+                        match status {
+                            TxStatus::Sent { .. } => med.traffic_sent += 1,
+                            TxStatus::ExcessiveCollisions => med.traffic_lost += 1,
                         }
                     }
-                    _ => h.misdelivered += 1,
+                    let slot = &mut self.slots[node as usize];
+                    let local = slot.clock.local(now);
+                    slot.node.handle_tx_done(local, port, status);
+                    self.service(node as usize);
                 }
+            }
+        }
+        self.arm_medium(m);
+    }
+
+    /// Schedule segment `m`'s next wake-up if it is earlier than the one
+    /// already scheduled.
+    fn arm_medium(&mut self, m: usize) {
+        let now = self.now;
+        let med = &mut self.media[m];
+        if let Some(t) = med.seg.poll_timeout() {
+            let t = t.max(now);
+            if med.wake_at.is_none_or(|w| t < w || w < now) {
+                med.wake_at = Some(t);
+                self.q.push(t, Ev::Medium { seg: m as u32 });
             }
         }
     }
 
+    /// A frame's last bit reached port `port` of node `i`: into the node's
+    /// CPU queue if it has one, else straight to the node.
+    fn arrive(&mut self, i: usize, port: u16, mut pkt: Packet) {
+        let now = self.now;
+        let slot = &mut self.slots[i];
+        let local = slot.clock.local(now);
+        // The NIC's receive time: nodes decode time-dependent fields (TDP
+        // stamps) against it, however long the frame then waits for the CPU.
+        pkt.meta.arrival = local;
+        match slot.cpu.as_mut() {
+            Some(cpu) => {
+                let idle = cpu.poll_timeout().is_none();
+                if cpu.handle_frame(now, port, pkt.data, pkt.meta, &mut RngDraw(&mut self.rng)) && idle {
+                    if let Some(t) = cpu.poll_timeout() {
+                        self.q.push(t, Ev::CpuDone { node: i as u32 });
+                    }
+                }
+            }
+            None => {
+                slot.node.handle_frame(local, port, pkt.data, pkt.meta);
+                self.service(i);
+            }
+        }
+    }
+
+    /// A traffic source attached to node `i` sends its next packet.
     fn emit(&mut self, i: usize, s: usize) {
         let now = self.now;
-        let NodeState::Host(h) = &mut self.nodes[i] else {
-            return;
-        };
-        let src = &mut h.sources[s];
+        let slot = &mut self.slots[i];
+        let src = &mut slot.sources[s];
         let flow = src.flow as usize;
         let size = src.size(&mut self.rng);
         let seq = src.seq;
         src.seq += 1;
         let next = src.advance(&mut self.rng);
-        let (sip, dip, sport, dport, ttl, dscp) = self.flow_hdr[flow];
         let probe = Probe {
             flow: flow as u32,
             seq,
             tx_ns: now.as_nanos(),
         };
         let spec = UdpSpec {
-            src_mac: h.mac,
-            dst_mac: h.peer_mac,
-            src: sip,
-            dst: dip,
-            sport,
-            dport,
-            tos: dscp << 2,
-            ttl,
             ident: seq as u16,
+            ..self.flow_hdr[flow]
         };
         let data = wire::build_udp(&spec, size, &probe.encode());
         self.uid += 1;
@@ -449,9 +526,10 @@ impl Sim {
         if now.as_nanos() >= self.sc.warmup.as_nanos() && now.as_nanos() < self.sc.duration.as_nanos() {
             self.flows[flow].sent += 1;
         }
-        let _ = h.nic.enqueue(Packet::new(data, meta), now);
+        let local = slot.clock.local(now);
+        slot.node.handle_send(local, Packet::new(data, meta));
         if let Some(t) = next {
-            let at = h.clock.global(Instant(t)).max(now);
+            let at = slot.source_clock.global(Instant(t)).max(now);
             self.q.push(
                 at,
                 Ev::Emit {
@@ -463,118 +541,142 @@ impl Sim {
         self.service(i);
     }
 
-    /// Let node `i` transmit what it can now, then arm its next wake-up.
+    /// Measurement traffic delivered to node `i`'s applications.
+    fn deliver(&mut self, pkt: &Packet) {
+        let now = self.now;
+        let Ok(info) = wire::parse_ipv4(&pkt.data) else {
+            return;
+        };
+        let Some(p) = Probe::decode(wire::udp_payload(&pkt.data, &info)) else {
+            return;
+        };
+        let Some(f) = self.flows.get_mut(p.flow as usize) else {
+            return;
+        };
+        f.total_received += 1;
+        let (warmup, end) = (self.sc.warmup.as_nanos(), self.sc.duration.as_nanos());
+        if now.as_nanos() >= warmup && now.as_nanos() < end {
+            f.arrived_in_window(info.total_len);
+        }
+        if p.tx_ns >= warmup && p.tx_ns < end {
+            f.record(p.seq, now.as_nanos().saturating_sub(p.tx_ns), info.tos);
+        }
+    }
+
+    /// Let node `i` run its timers, transmit what it can now and hand up
+    /// what it delivered, then arm its next wake-up.
     fn service(&mut self, i: usize) {
         let now = self.now;
-        let next = match &mut self.nodes[i] {
-            NodeState::Router(r) => {
-                let local = r.clock.local(now);
-                while let Some((port, pkt)) = r.r.poll_transmit(local) {
-                    let done = r.clock.global(r.r.ports()[port as usize].busy_until());
-                    let (peer, pport, delay) = self.wiring[i][port as usize];
-                    capture(&mut self.pcap, i, port as usize, now, &pkt);
-                    self.q.push(
-                        done + delay,
-                        Ev::Arrive {
-                            node: peer,
-                            port: pport,
-                            pkt,
-                        },
-                    );
-                }
-                r.r.poll_at(local).map(|t| r.clock.global(t))
-            }
-            NodeState::Host(h) => {
-                if h.busy_until <= now {
-                    if let Some(pkt) = h.nic.dequeue(now) {
-                        let wire = h.framing.wire_bytes(pkt.len());
-                        h.busy_until = now + Duration::for_bytes(wire, h.rate_bps);
-                        h.tx_pkts += 1;
-                        h.tx_bytes += pkt.len() as u64;
-                        h.tx_wire += wire;
-                        let (peer, pport, delay) = self.wiring[i][0];
-                        capture(&mut self.pcap, i, 0, now, &pkt);
-                        self.q.push(
-                            h.busy_until + delay,
-                            Ev::Arrive {
-                                node: peer,
-                                port: pport,
-                                pkt,
-                            },
-                        );
+        let local = self.slots[i].clock.local(now);
+        self.slots[i].node.handle_timeout(local);
+        while let Some(tx) = self.slots[i].node.poll_transmit(local) {
+            let port = tx.port as usize;
+            capture(&mut self.pcap, i, port, now, &tx.pkt);
+            let tx_end = tx.tx_end.map(|t| self.slots[i].clock.global(t)).unwrap_or(now);
+            match self.attach[i].get(port) {
+                Some(Attach::Link(ch)) => self.q.push(
+                    ch.arrival(tx_end),
+                    Ev::Arrive {
+                        node: ch.peer,
+                        port: ch.peer_port,
+                        pkt: tx.pkt,
+                    },
+                ),
+                Some(&Attach::Segment { seg, station }) => {
+                    let m = seg as usize;
+                    let traffic = tx.pkt.meta.uid != 0;
+                    let med = &mut self.media[m];
+                    match med.seg.handle_send(now, station as usize, tx.pkt) {
+                        Ok(()) => {
+                            if let Some(f) = med.nic_traffic.get_mut(station as usize) {
+                                *f = traffic;
+                            }
+                        }
+                        // A node handed a second frame before its NIC was
+                        // done (a node bug): counted by the segment, lost.
+                        Err(_) if traffic => med.traffic_lost += 1,
+                        Err(_) => {}
                     }
+                    self.arm_medium(m);
                 }
-                (!h.nic.is_empty()).then_some(h.busy_until)
+                // A port attached to nothing: the frame is lost on the
+                // floor, as from an unplugged NIC.
+                None => {}
             }
-        };
+        }
+        while let Some(ev) = self.slots[i].node.poll_event() {
+            match ev {
+                Event::Deliver { pkt, .. } => self.deliver(&pkt),
+            }
+        }
+        let slot = &mut self.slots[i];
+        let next = slot.node.poll_timeout(local).map(|t| slot.clock.global(t));
         if let Some(mut t) = next {
             if t <= now {
-                // A scheduler said "ready" but released nothing; poll again a
+                // A node said "ready" but did nothing; poll again a
                 // nanosecond later rather than spin. Counted: it is a bug.
                 self.stalls += 1;
                 t = now + Duration(1);
             }
-            if self.wake_at[i].is_none_or(|w| t < w || w < now) {
-                self.wake_at[i] = Some(t);
+            if slot.wake_at.is_none_or(|w| t < w || w < now) {
+                slot.wake_at = Some(t);
                 self.q.push(t, Ev::Wake { node: i as u32 });
             }
         }
     }
 
-    /// Packets inside the network: in flight on links, in CPU and NIC queues,
-    /// in schedulers and shapers.
+    /// Packets inside the network: in flight on media, in CPU queues, and
+    /// held by nodes (queues, shapers, hold buffers).
     pub fn in_flight(&self) -> usize {
         let mut n = self.q.frames_in_flight();
-        for node in &self.nodes {
-            match node {
-                NodeState::Router(r) => {
-                    n += r.cpu_q.len();
-                    n += r.r.ports().iter().map(|p| p.scheduler().len()).sum::<usize>();
-                    n += r.r.held();
-                }
-                NodeState::Host(h) => n += h.nic.len(),
-            }
+        for s in &self.slots {
+            n += s.cpu.as_ref().map_or(0, |c| c.len());
+            n += s.node.ledger().held as usize;
+        }
+        for m in &self.media {
+            n += m.seg.in_flight();
         }
         n
     }
 
     /// Conservation ledger: (generated, delivered to hosts, dropped, in flight).
-    /// Padding frames are router-generated and consumed by routers; they are
-    /// excluded on both sides.
+    /// Generated counts the sources' packets and the copies nodes made of
+    /// them (a switch flooding). Padding frames are router-generated and
+    /// consumed by routers; they are excluded on both sides.
     pub fn ledger(&self) -> (u64, u64, u64, u64) {
-        let mut dropped = 0;
-        let mut delivered = 0;
-        for node in &self.nodes {
-            match node {
-                NodeState::Router(r) => {
-                    dropped += r.input_drops + r.r.counters.total_drops();
-                    dropped +=
-                        r.r.ports()
-                            .iter()
-                            .map(|p| p.scheduler().stats().total_drops())
-                            .sum::<u64>();
-                    dropped += r.r.counters.unresolved;
-                }
-                NodeState::Host(h) => dropped += h.nic.stats().total_drops() + h.misdelivered,
-            }
-        }
-        for f in &self.flows {
-            delivered += f.total_received;
-        }
-        (self.generated, delivered, dropped, self.in_flight() as u64)
+        // A frame sent whole on a segment reaches every other station:
+        // the copies beyond the first are created by the medium.
+        let created: u64 = self.slots.iter().map(|s| s.node.ledger().created).sum::<u64>()
+            + self
+                .media
+                .iter()
+                .map(|m| m.traffic_delivered.saturating_sub(m.traffic_sent))
+                .sum::<u64>();
+        let dropped = self
+            .slots
+            .iter()
+            .map(|s| s.cpu.as_ref().map_or(0, |c| c.drops) + s.node.ledger().dropped)
+            .sum::<u64>()
+            + self.media.iter().map(|m| m.traffic_lost).sum::<u64>();
+        let delivered = self.flows.iter().map(|f| f.total_received).sum();
+        (
+            self.generated + created,
+            delivered,
+            dropped,
+            self.in_flight() as u64,
+        )
     }
 
     fn port_counters(&self) -> Counters {
-        self.nodes
+        self.slots
             .iter()
-            .map(|n| match n {
-                NodeState::Router(r) => {
-                    r.r.ports()
-                        .iter()
-                        .map(|p| (p.counters.tx_pkts, p.counters.tx_bytes, p.counters.tx_wire_bytes))
-                        .collect()
-                }
-                NodeState::Host(h) => vec![(h.tx_pkts, h.tx_bytes, h.tx_wire)],
+            .map(|s| {
+                (0..s.node.port_count())
+                    .map(|p| {
+                        let r = s.node.port_report(p as u16);
+                        (r.tx_pkts, r.tx_bytes, r.tx_wire_bytes)
+                    })
+                    .collect()
             })
             .collect()
     }
@@ -584,56 +686,39 @@ impl Sim {
         let (a, b) = (self.snap_start.as_ref(), self.snap_end.as_ref());
         let mut links = Vec::new();
         let mut nodes = Vec::new();
-        for (i, node) in self.nodes.iter().enumerate() {
+        for (i, slot) in self.slots.iter().enumerate() {
             let name = &self.sc.nodes[i].name;
-            for (p, iface) in self.net.nodes[i].ifaces.iter().enumerate() {
+            // A segment's own "ports" are its stations' drop cables: the
+            // stations report what they sent; the bus has its own section.
+            let ports = if self.sc.nodes[i].is_l2() && !matches!(self.sc.nodes[i].kind, NodeKind::Switch(_)) {
+                &[][..]
+            } else {
+                &self.net.nodes[i].ifaces[..]
+            };
+            for (p, iface) in ports.iter().enumerate() {
                 let (p0, b0, w0) = a.map(|c| c[i][p]).unwrap_or_default();
                 let (p1, b1, w1) = b.map(|c| c[i][p]).unwrap_or_default();
                 let cap = self.sc.links[iface.link].capacity_bps;
                 // IP bytes: frame bytes minus the Ethernet header per packet.
                 let ip_bytes = (b1 - b0).saturating_sub(14 * (p1 - p0));
-                let mut lr = LinkResult {
+                let rep = slot.node.port_report(p as u16);
+                links.push(LinkResult {
                     name: format!("{}->{}", name, self.sc.nodes[iface.peer].name),
                     capacity_bps: cap,
                     packets: p1 - p0,
                     bytes: b1 - b0,
                     utilization: (w1 - w0) as f64 * 8.0 / (cap as f64 * interval),
                     load_bps: ip_bytes as f64 * 8.0 / interval,
-                    ..LinkResult::default()
-                };
-                match node {
-                    NodeState::Router(r) => {
-                        let sch = r.r.ports()[p].scheduler();
-                        lr.scheduler = sch.kind().to_string();
-                        lr.counters = sch.counters().into_iter().collect();
-                        lr.queued_at_end = sch.len() as u64;
-                        for (k, v) in sch.stats().drop_counts() {
-                            lr.drops += v;
-                            lr.drops_by_reason.insert(k.to_string(), v);
-                        }
-                    }
-                    NodeState::Host(h) => {
-                        lr.scheduler = "fifo".into();
-                        lr.queued_at_end = h.nic.len() as u64;
-                        lr.drops = h.nic.stats().total_drops();
-                        if lr.drops > 0 {
-                            lr.drops_by_reason
-                                .insert(DropReason::QueueFull.name().into(), lr.drops);
-                        }
-                    }
-                }
-                links.push(lr);
+                    scheduler: rep.scheduler,
+                    counters: rep.counters.into_iter().collect(),
+                    queued_at_end: rep.queued,
+                    drops: rep.drops.iter().map(|(_, n)| n).sum(),
+                    drops_by_reason: rep.drops.into_iter().collect(),
+                });
             }
-            let mut counters = std::collections::BTreeMap::new();
-            match node {
-                NodeState::Router(r) => {
-                    counters.extend(r.r.named_counters());
-                    counters.insert("input_queue_drops".into(), r.input_drops);
-                }
-                NodeState::Host(h) => {
-                    counters.insert("sent".into(), h.tx_pkts);
-                    counters.insert("misdelivered".into(), h.misdelivered);
-                }
+            let mut counters: BTreeMap<String, u64> = slot.node.counters().into_iter().collect();
+            if let Some(c) = &slot.cpu {
+                counters.insert("input_queue_drops".into(), c.drops);
             }
             nodes.push(NodeResult {
                 name: name.clone(),
@@ -643,6 +728,14 @@ impl Sim {
         let sim_s = self.now.as_secs_f64();
         let mut extra = self.extra.clone();
         extra.insert("engine_stalls".into(), self.stalls.into());
+        if !self.media.is_empty() {
+            let segs: serde_json::Map<String, serde_json::Value> = self
+                .media
+                .iter()
+                .map(|m| (m.name.clone(), segment_json(m)))
+                .collect();
+            extra.insert("segments".into(), segs.into());
+        }
         Results {
             scenario: self.sc.name.clone(),
             source: self.sc.source.clone(),
@@ -671,13 +764,35 @@ impl Sim {
     }
 }
 
-fn sample(p: ProcTime, rng: &mut StdRng) -> Duration {
-    match p {
-        ProcTime::Fixed(d) => d,
-        ProcTime::Uniform(lo, hi) => Duration(rng.gen_range(lo.as_nanos()..=hi.as_nanos())),
-        ProcTime::Exp { base, mean } => {
-            let u: f64 = rng.gen_range(f64::EPSILON..1.0);
-            base + Duration((-u.ln() * mean.as_nanos() as f64) as u64)
-        }
-    }
+/// A segment's counters for results: bus utilisation and collision time,
+/// and per station what its NIC did.
+fn segment_json(m: &Medium) -> serde_json::Value {
+    let st = m.seg.stats();
+    let stations: Vec<serde_json::Value> = st
+        .stations
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            serde_json::json!({
+                "station": k,
+                "frames_sent": s.frames_sent,
+                "bytes_sent": s.bytes_sent,
+                "attempts": s.attempts,
+                "collisions": s.collisions,
+                "late_collisions": s.late_collisions,
+                "deferrals": s.deferrals,
+                "excessive_collisions": s.excessive_collisions,
+                "frames_received": s.frames_received,
+                "fragments_seen": s.fragments_seen,
+                "refused": s.refused,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "utilization": st.utilisation(),
+        "busy_ns": st.busy_ns,
+        "collision_ns": st.collision_ns,
+        "good_ns": st.good_ns,
+        "stations": stations,
+    })
 }

@@ -170,8 +170,11 @@ fn hand_typed_overbooking_is_refused() {
         "flow.f123.slots=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]".into(),
         "flow.f412.slots=[6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]".into(),
     ];
-    let sc = load_file(&path, &sets).unwrap();
-    let e = Sim::new(sc).err().expect("overbooked plan must be refused");
+    // Refused at load (so `qosnet check` refuses it as `sim` does), naming
+    // the --set argument of the flow that does not fit.
+    let e = load_file(&path, &sets).expect_err("overbooked plan must be refused");
+    assert!(e.file.starts_with("--set flow."), "{e}");
+    let e = e.to_string();
     assert!(
         e.contains("overbooked") && e.contains("->") && e.contains(" B"),
         "{e}"

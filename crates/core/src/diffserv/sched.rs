@@ -35,7 +35,7 @@ use super::dscp::{CLASSES, CLASS_AF1, CLASS_BE, CLASS_EF, CLASS_NC};
 use crate::meter::TokenBucket;
 use crate::packet::{Color, Packet};
 use crate::sched::{DropReason, Dropped, Fifo, QueueStats, Red, RedConf, RedProfile, Scheduler, VT_PER_BYTE};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 
 /// Smallest queue for WRED: 1/16 of it holds a 1514-byte frame.
 const WRED_MIN_QUEUE: usize = 16 * 1514;
@@ -153,9 +153,8 @@ impl DsSchedConf {
 /// A class queue inside the WF²Q+ part, with the state of its head packet.
 struct FairClass {
     q: Box<dyn Scheduler>,
-    /// Lengths of the queued packets in order. The children are FIFOs
-    /// (plain or RED), which cannot show their head, and WF²Q+ needs its
-    /// length to compute the finish tag.
+    /// Lengths of the queued packets in order: WF²Q+ needs each head's
+    /// length for its finish tag when it reaches the head.
     lens: VecDeque<usize>,
     weight: u32,
     /// Virtual start and finish of the head packet (or of the last packet
@@ -283,7 +282,8 @@ impl DsSched {
     /// Which fair class to serve: among backlogged classes whose head has
     /// started in virtual time (S ≤ V: WF²Q+ eligibility), the smallest
     /// finish tag; ties to the lower class (AF1 before BE).
-    fn pick_fair(&mut self) -> Option<usize> {
+    /// Also the virtual time to serve it at (V is only moved by dequeue).
+    fn pick_fair(&self) -> Option<(usize, u128)> {
         let min_s = self
             .fair
             .iter()
@@ -292,18 +292,24 @@ impl DsSched {
             .min()?;
         // V ← max(V, min S): the system virtual time never lags every
         // backlogged class (Bennett & Zhang's V(t) definition).
-        self.v = self.v.max(min_s);
-        let v = self.v;
+        let v = self.v.max(min_s);
         self.fair
             .iter()
             .enumerate()
             .filter(|(_, f)| !f.lens.is_empty() && f.start <= v)
             .min_by_key(|(i, f)| (f.finish, *i))
-            .map(|(i, _)| i)
+            .map(|(i, _)| (i, v))
+    }
+
+    /// Whether an EF frame of `len` bytes is within the EF rate at `now`
+    /// (what the token bucket's `conform` would say, without taking).
+    fn ef_conforms(&self, now: Instant, len: usize) -> bool {
+        self.ef_tb.time_to_conform(now, len as u32) == Some(Duration::ZERO)
     }
 
     fn dequeue_fair(&mut self, now: Instant) -> Option<Packet> {
-        let k = self.pick_fair()?;
+        let (k, v) = self.pick_fair()?;
+        self.v = v;
         let f = &mut self.fair[k];
         let Some(pkt) = f.q.dequeue(now) else {
             // Cannot happen with FIFO children; resynchronise rather than spin.
@@ -376,7 +382,7 @@ impl Scheduler for DsSched {
         if let Some(p) = self.nc.dequeue(now) {
             return self.sent(CLASS_NC, p);
         }
-        let ef_head = self.ef.peek().map(|p| p.len() as u32);
+        let ef_head = self.ef.peek(now).map(|p| p.len() as u32);
         if let Some(len) = ef_head {
             if self.ef_tb.conform(now, len) {
                 let p = self.ef.dequeue(now)?;
@@ -401,11 +407,30 @@ impl Scheduler for DsSched {
         None
     }
 
+    /// Decided as `dequeue` decides, without taking EF tokens or moving
+    /// the WF²Q+ virtual time.
+    fn peek(&self, now: Instant) -> Option<&Packet> {
+        if let Some(p) = self.nc.peek(now) {
+            return Some(p);
+        }
+        let ef_head = self.ef.peek(now);
+        if let Some(p) = ef_head.filter(|p| self.ef_conforms(now, p.len())) {
+            return Some(p);
+        }
+        if self.fair_len > 0 {
+            if let Some(p) = self.pick_fair().and_then(|(k, _)| self.fair[k].q.peek(now)) {
+                return Some(p);
+            }
+        }
+        let p = ef_head?;
+        (!self.ef_hard || self.ef_tb.time_to_conform(now, p.len() as u32).is_none()).then_some(p)
+    }
+
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         if !self.nc.is_empty() || self.fair_len > 0 {
             return Some(now);
         }
-        let len = self.ef.peek()?.len() as u32;
+        let len = self.ef.peek(now)?.len() as u32;
         if !self.ef_hard {
             return Some(now);
         }

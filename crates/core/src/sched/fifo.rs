@@ -26,9 +26,6 @@ impl Fifo {
             stats: QueueStats::default(),
         }
     }
-    pub fn peek(&self) -> Option<&Packet> {
-        self.q.front()
-    }
 }
 
 impl Scheduler for Fifo {
@@ -51,6 +48,10 @@ impl Scheduler for Fifo {
         self.bytes -= p.len();
         self.stats.on_dequeue(p.len());
         Some(p)
+    }
+
+    fn peek(&self, _now: Instant) -> Option<&Packet> {
+        self.q.front()
     }
 
     fn poll_at(&self, now: Instant) -> Option<Instant> {

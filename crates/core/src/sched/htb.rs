@@ -370,6 +370,38 @@ impl Htb {
         }
     }
 
+    /// The leaf to serve at `now`, as (position in `leaves`, borrowing
+    /// level, prio), without changing anything: `level` is scratch, one
+    /// entry per leaf. Pass 1 finds each backlogged leaf's borrowing level
+    /// and the best (level, prio); pass 2 goes round robin among the
+    /// leaves with that (level, prio) from where the last turn stopped.
+    fn pick(&self, now: Instant, level: &mut [u8]) -> Option<(usize, u8, u8)> {
+        let mut best: Option<(u8, u8)> = None;
+        for (&li, slot) in self.leaves.iter().zip(level.iter_mut()) {
+            let q = self.nodes[li].q.as_ref().expect("leaf");
+            let lvl = if q.poll_at(now).is_some_and(|t| t <= now) {
+                self.send_level(li, now).unwrap_or(NOT_READY)
+            } else {
+                NOT_READY
+            };
+            *slot = lvl;
+            if lvl != NOT_READY {
+                let key = (lvl, self.nodes[li].prio);
+                best = Some(match best {
+                    Some(b) if b <= key => b,
+                    _ => key,
+                });
+            }
+        }
+        let (lvl, prio) = best?;
+        let n = self.leaves.len();
+        let start = self.rr[lvl as usize][prio as usize] % n;
+        let pos = (0..n)
+            .map(|d| (start + d) % n)
+            .find(|&p| level[p] == lvl && self.nodes[self.leaves[p]].prio == prio)?;
+        Some((pos, lvl, prio))
+    }
+
     /// Charges a sent packet up the tree (htb_charge_class): every class
     /// pays ceil tokens; the lender at hop `level` and above pay rate too.
     fn charge(&mut self, li: usize, level: u8, cost: u64, now: Instant) {
@@ -431,32 +463,10 @@ impl Scheduler for Htb {
         if self.len == 0 {
             return None;
         }
-        // Pass 1: each backlogged leaf's borrowing level; best (level, prio).
-        let mut best: Option<(u8, u8)> = None;
-        for pos in 0..self.leaves.len() {
-            let li = self.leaves[pos];
-            let q = self.nodes[li].q.as_ref().expect("leaf");
-            let lvl = if q.poll_at(now).is_some_and(|t| t <= now) {
-                self.send_level(li, now).unwrap_or(NOT_READY)
-            } else {
-                NOT_READY
-            };
-            self.level[pos] = lvl;
-            if lvl != NOT_READY {
-                let key = (lvl, self.nodes[li].prio);
-                best = Some(match best {
-                    Some(b) if b <= key => b,
-                    _ => key,
-                });
-            }
-        }
-        let (lvl, prio) = best?;
-        // Pass 2: round robin among leaves with that (level, prio).
-        let n = self.leaves.len();
-        let start = self.rr[lvl as usize][prio as usize] % n;
-        let pos = (0..n)
-            .map(|d| (start + d) % n)
-            .find(|&p| self.level[p] == lvl && self.nodes[self.leaves[p]].prio == prio)?;
+        let mut level = std::mem::take(&mut self.level);
+        let pick = self.pick(now, &mut level);
+        self.level = level;
+        let (pos, lvl, prio) = pick?;
         let li = self.leaves[pos];
         let node = &mut self.nodes[li];
         let pkt = node.q.as_mut().expect("leaf").dequeue(now)?;
@@ -476,6 +486,17 @@ impl Scheduler for Htb {
         self.bytes -= pkt.len();
         self.stats.on_dequeue(pkt.len());
         Some(pkt)
+    }
+
+    /// The chosen leaf's head, found as `dequeue` finds it (token levels
+    /// read at `now`, not refilled).
+    fn peek(&self, now: Instant) -> Option<&Packet> {
+        if self.len == 0 {
+            return None;
+        }
+        let mut level = vec![NOT_READY; self.leaves.len()];
+        let (pos, _, _) = self.pick(now, &mut level)?;
+        self.nodes[self.leaves[pos]].q.as_ref()?.peek(now)
     }
 
     fn poll_at(&self, now: Instant) -> Option<Instant> {

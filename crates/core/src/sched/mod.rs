@@ -3,27 +3,25 @@
 //! A [`Scheduler`] is a sans-IO state machine: it is handed packets and the
 //! time, and answers which packet to send next. Non-work-conserving
 //! disciplines (TDP, shapers) say through [`Scheduler::poll_at`] when they
-//! will next have something to send. Schedulers compose: a child of
+//! will next have something to send; [`Scheduler::peek`] shows the packet
+//! that would go next without sending it (head-of-line state, e.g. for a
+//! distributed scheduler to advertise). Schedulers compose: a child of
 //! [`Prio`] is any `Box<dyn Scheduler>`, so hierarchies such as
 //! EF priority over WFQ(AF1..AF4) over BE are built from parts.
 
-mod drr;
+mod fair;
 mod fifo;
 mod htb;
 mod prio;
 mod red;
 mod taprio;
-mod wf2q;
-mod wfq;
 
-pub use drr::Drr;
+pub use fair::{Drr, FairConf, QueueConf, QueueInfo, QueueKey, Wf2q, Wfq, VT_PER_BYTE};
 pub use fifo::Fifo;
 pub use htb::{Htb, HtbClass, HtbClassInfo, HtbConf};
 pub use prio::Prio;
 pub use red::{Red, RedConf, RedProfile, SplitMix64};
 pub use taprio::{GateEntry, Taprio};
-pub use wf2q::Wf2q;
-pub use wfq::{FairConf, FlowKey, QueueConf, QueueInfo, Wfq, VT_PER_BYTE};
 
 use crate::packet::Packet;
 use crate::time::Instant;
@@ -150,6 +148,16 @@ pub trait Scheduler: Send {
     fn enqueue(&mut self, pkt: Packet, now: Instant) -> Result<(), Dropped>;
     /// The next packet to transmit at `now`, if the discipline releases one.
     fn dequeue(&mut self, now: Instant) -> Option<Packet>;
+    /// The packet [`dequeue`](Self::dequeue) would return at `now`, left
+    /// in place (cf. Linux `Qdisc_ops.peek`): `Some` exactly when
+    /// `dequeue(now)` would return a packet, and then that packet, as long
+    /// as nothing is enqueued in between. It answers from `&self`: every
+    /// discipline whose dequeue changes state to decide (DRR's deficit
+    /// rounds, WF²Q+'s eligibility, HTB's borrowing, a token bucket's
+    /// refill) computes the same decision without changing it. Frames a
+    /// discipline finishes on the way out (the TDP wheel's stamps and
+    /// padding) say so on their implementation.
+    fn peek(&self, now: Instant) -> Option<&Packet>;
     /// When [`dequeue`](Self::dequeue) may next return a packet: `Some(now)`
     /// or earlier if one is ready, a later instant for a timed release
     /// (TF boundary, token refill), `None` if nothing is pending.

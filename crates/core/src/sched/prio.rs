@@ -57,6 +57,14 @@ impl Scheduler for Prio {
         None
     }
 
+    /// The first band that is due and has a packet, as `dequeue` looks.
+    fn peek(&self, now: Instant) -> Option<&Packet> {
+        self.bands
+            .iter()
+            .filter(|b| b.poll_at(now).is_some_and(|t| t <= now))
+            .find_map(|b| b.peek(now))
+    }
+
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         self.bands.iter().filter_map(|b| b.poll_at(now)).min()
     }

@@ -266,6 +266,10 @@ impl Scheduler for Red {
         Some(p)
     }
 
+    fn peek(&self, _now: Instant) -> Option<&Packet> {
+        self.q.front()
+    }
+
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         (!self.q.is_empty()).then_some(now)
     }

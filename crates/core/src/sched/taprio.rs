@@ -162,6 +162,30 @@ impl Taprio {
         Some((start, end))
     }
 
+    /// The class whose head goes at `now`: the lowest open class whose head
+    /// fits before its gate closes. Also how many open classes with a
+    /// frame were passed over for the guard band (`gate_waits`).
+    fn next_class(&self, now: Instant) -> (Option<usize>, u64) {
+        let (k, _, _) = self.entry_at(now);
+        let open = self.gcl[k].open;
+        let mut waits = 0;
+        for c in 0..self.classes.len() {
+            if open & (1 << c) == 0 {
+                continue;
+            }
+            let Some(head) = self.classes[c].q.front().map(|p| p.len()) else {
+                continue;
+            };
+            if self.fits(c, now, head) != Some(now) {
+                // Gate open but the frame would overrun its close.
+                waits += 1;
+                continue;
+            }
+            return (Some(c), waits);
+        }
+        (None, waits)
+    }
+
     fn fits(&self, c: usize, now: Instant, len: usize) -> Option<Instant> {
         let tx = Duration::for_bytes(self.framing.wire_bytes(len), self.rate_bps);
         let (start, end) = self.window(c, now)?;
@@ -204,27 +228,18 @@ impl Scheduler for Taprio {
     }
 
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
-        let (k, _, _) = self.entry_at(now);
-        let open = self.gcl[k].open;
-        for c in 0..self.classes.len() {
-            if open & (1 << c) == 0 {
-                continue;
-            }
-            let Some(head) = self.classes[c].q.front().map(|p| p.len()) else {
-                continue;
-            };
-            if self.fits(c, now, head) != Some(now) {
-                // Gate open but the frame would overrun its close.
-                self.gate_waits += 1;
-                continue;
-            }
-            let q = &mut self.classes[c];
-            let p = q.q.pop_front()?;
-            q.bytes -= p.len();
-            self.stats.on_dequeue(p.len());
-            return Some(p);
-        }
-        None
+        let (class, waits) = self.next_class(now);
+        self.gate_waits += waits;
+        let q = &mut self.classes[class?];
+        let p = q.q.pop_front()?;
+        q.bytes -= p.len();
+        self.stats.on_dequeue(p.len());
+        Some(p)
+    }
+
+    fn peek(&self, now: Instant) -> Option<&Packet> {
+        let (class, _) = self.next_class(now);
+        self.classes[class?].q.front()
     }
 
     fn poll_at(&self, now: Instant) -> Option<Instant> {

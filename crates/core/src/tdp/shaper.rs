@@ -11,60 +11,13 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::net::Ipv4Addr;
 
 use super::ctr::Ctr;
+use crate::flow::FlowKey;
 use crate::packet::Packet;
 use crate::sched::{DropReason, Dropped};
 use crate::time::Instant;
 use crate::wire::Ipv4Info;
-
-/// Exact 5-tuple identifying a reserved flow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FlowKey {
-    /// IPv4 source address.
-    pub src: Ipv4Addr,
-    /// IPv4 destination address.
-    pub dst: Ipv4Addr,
-    /// IP protocol number.
-    pub proto: u8,
-    /// L4 source port (0 for protocols without ports).
-    pub sport: u16,
-    /// L4 destination port (0 for protocols without ports).
-    pub dport: u16,
-}
-
-impl FlowKey {
-    /// A well-mixed 32-bit id of the 5-tuple (FNV-1a), stable across runs,
-    /// for per-flow queueing.
-    pub fn hash32(&self) -> u32 {
-        let mut h: u32 = 0x811c_9dc5;
-        let mut eat = |b: &[u8]| {
-            for x in b {
-                h ^= *x as u32;
-                h = h.wrapping_mul(0x0100_0193);
-            }
-        };
-        eat(&self.src.octets());
-        eat(&self.dst.octets());
-        eat(&[self.proto]);
-        eat(&self.sport.to_be_bytes());
-        eat(&self.dport.to_be_bytes());
-        h
-    }
-}
-
-impl From<&Ipv4Info> for FlowKey {
-    fn from(i: &Ipv4Info) -> Self {
-        FlowKey {
-            src: i.src,
-            dst: i.dst,
-            proto: i.proto,
-            sport: i.sport,
-            dport: i.dport,
-        }
-    }
-}
 
 /// What [`EdgeShaper::handle_packet`] did with a packet.
 #[derive(Debug, PartialEq, Eq)]
@@ -267,6 +220,8 @@ impl EdgeShaper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
+
     use crate::packet::{Framing, Meta};
     use crate::sched::{Fifo, Scheduler};
     use crate::tdp::{StampMode, TdpWheel};

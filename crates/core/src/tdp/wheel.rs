@@ -117,11 +117,14 @@ pub struct TdpWheel {
     tf_curr: Option<u64>,
     be: Box<dyn Scheduler>,
     /// Best-effort frame taken from the child but not yet allowed out by
-    /// the guard band (the child cannot be peeked).
+    /// the guard band (held here, `poll_at` knows its length).
     be_head: Option<Packet>,
     stamping: StampMode,
     padding: Option<PaddingSpec>,
     padding_policy: PaddingPolicy,
+    /// What [`Scheduler::peek`] shows when padding is next: padding is
+    /// built when it is sent.
+    padding_preview: Option<Packet>,
     strict_guard: bool,
     last_sent_tf: Option<u64>,
     last_stamped_tf: Option<u64>,
@@ -182,6 +185,11 @@ impl TdpWheel {
             be,
             be_head: None,
             stamping,
+            padding_preview: padding.map(|spec| {
+                let mut p = padding_packet(&ctr, spec, 0, 0);
+                p.meta.tdp_tf = None;
+                p
+            }),
             padding,
             padding_policy: PaddingPolicy::default(),
             strict_guard: false,
@@ -356,29 +364,11 @@ impl TdpWheel {
 
     fn padding_frame(&mut self, spec: PaddingSpec, t: u64) -> Packet {
         self.pad_ident = self.pad_ident.wrapping_add(1);
-        let udp = UdpSpec {
-            src_mac: spec.src_mac,
-            dst_mac: spec.dst_mac,
-            src: spec.src_ip,
-            dst: spec.dst_ip,
-            sport: DISCARD_PORT,
-            dport: DISCARD_PORT,
-            tos: self.ctr.stamp(t),
-            ttl: 1,
-            ident: self.pad_ident,
-        };
-        let data = wire::build_udp(&udp, wire::IPV4_HDR + wire::UDP_HDR, &[]);
+        let p = padding_packet(&self.ctr, spec, t, self.pad_ident);
         self.tdp.padding_sent += 1;
         self.last_sent_tf = Some(t);
         self.last_stamped_tf = Some(t);
-        Packet::new(
-            data,
-            Meta {
-                tdp_tf: Some(t),
-                padding: true,
-                ..Meta::default()
-            },
-        )
+        p
     }
 
     /// Padding to send now under `policy`, if that is the configured policy
@@ -393,6 +383,30 @@ impl TdpWheel {
         self.padding
             .filter(|_| due && self.padding_policy == policy && self.be_fits(PADDING_LEN, now, t))
     }
+}
+
+/// The padding frame for TF `t`: stamped with `t`, IP ident `ident`.
+fn padding_packet(ctr: &Ctr, spec: PaddingSpec, t: u64, ident: u16) -> Packet {
+    let udp = UdpSpec {
+        src_mac: spec.src_mac,
+        dst_mac: spec.dst_mac,
+        src: spec.src_ip,
+        dst: spec.dst_ip,
+        sport: DISCARD_PORT,
+        dport: DISCARD_PORT,
+        tos: ctr.stamp(t),
+        ttl: 1,
+        ident,
+    };
+    let data = wire::build_udp(&udp, wire::IPV4_HDR + wire::UDP_HDR, &[]);
+    Packet::new(
+        data,
+        Meta {
+            tdp_tf: Some(t),
+            padding: true,
+            ..Meta::default()
+        },
+    )
 }
 
 /// UDP discard port (RFC 863), the destination of padding frames.
@@ -469,6 +483,49 @@ impl Scheduler for TdpWheel {
         }
         if let Some(spec) = self.padding_due(now, t, PaddingPolicy::WhenIdle) {
             return Some(self.padding_frame(spec, t));
+        }
+        None
+    }
+
+    /// Decides exactly as `dequeue(now)` would, on the wheel as it would
+    /// be after turning to `now` (without turning it) and without taking
+    /// the best-effort child's head. What it shows is the frame before
+    /// dequeue finishes it: reserved frames get their DS byte there (the
+    /// stamp of the TF of transmission, or the rewrite towards an
+    /// asynchronous peer), best-effort frames carrying a TDP codepoint are
+    /// re-marked to 0, and padding is built there — for padding, peek shows
+    /// a padding frame of the same size and addresses (`meta.padding`),
+    /// whose stamp, IP ident and `meta.tdp_tf` are filled in when sent.
+    fn peek(&self, now: Instant) -> Option<&Packet> {
+        let t = self.ctr.tf_at(now).max(self.tf_curr.unwrap_or(0));
+        if let Some(p) = self.overrun.front() {
+            return Some(p);
+        }
+        if let Some(cur) = self.tf_curr {
+            // `roll` moves the queues of TFs that ended, in TF order, to
+            // the overrun queue; the current TF's queue follows them.
+            let steps = t - cur;
+            let ended = steps.min(self.n_buf as u64) as usize;
+            let current = (steps < self.n_buf as u64).then_some(ended);
+            for i in (0..ended).chain(current) {
+                if let Some(p) = self.queues[(self.buf_curr + i) % self.n_buf].front() {
+                    return Some(p);
+                }
+            }
+        }
+        if self.padding_due(now, t, PaddingPolicy::WhenUnstamped).is_some() {
+            return self.padding_preview.as_ref();
+        }
+        let be = match &self.be_head {
+            Some(p) => Some(p),
+            None if self.be.poll_at(now).is_some_and(|w| w <= now) => self.be.peek(now),
+            None => None,
+        };
+        if let Some(p) = be.filter(|p| self.be_fits(p.len(), now, t)) {
+            return Some(p);
+        }
+        if self.padding_due(now, t, PaddingPolicy::WhenIdle).is_some() {
+            return self.padding_preview.as_ref();
         }
         None
     }

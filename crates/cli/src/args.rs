@@ -1,0 +1,172 @@
+//! Arguments and helpers shared by several subcommands: the scenario
+//! overrides (`--set`, `--seed`, `--duration`, merged once by
+//! [`qosnet_experiments::Overrides`]), the scenario to load (a file, an
+//! embedded scenario, or the default), lab prefix and live driver options,
+//! the root check and signal handling.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use qosnet_core::time::Duration;
+use qosnet_experiments::Overrides;
+use qosnet_live::labrun::LiveOptions;
+use qosnet_scenario::{load_file, load_str, Scenario};
+
+/// Changes to the scenario of a run (of every run, for `reproduce`).
+#[derive(Args, Clone, Debug, Default)]
+pub struct RunArgs {
+    /// Override a scenario value: KEY=VALUE, e.g. scenario.duration=2s,
+    /// flow.f1234.size=482, node.*.scheduler=tdp. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Random seed; the same seed replays a run bit for bit.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Shorthand for --set scenario.duration=DURATION.
+    #[arg(long)]
+    pub duration: Option<String>,
+}
+
+impl RunArgs {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            set: self.set.clone(),
+            seed: self.seed,
+            duration: self.duration.clone(),
+        }
+    }
+}
+
+/// A scenario and the changes to it.
+#[derive(Args, Clone, Debug)]
+pub struct ScenarioArgs {
+    /// Scenario file (TOML). Without it, the embedded default
+    /// scenarios/tdp-icc2006/tdp-1002.toml is used.
+    pub scenario: Option<String>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+impl ScenarioArgs {
+    /// Load the scenario with the overrides: a file on disk, else a
+    /// shipped scenario of that path compiled into the binary (so
+    /// `scenarios/...` works from any directory), else the default.
+    pub fn load(&self) -> Result<Scenario> {
+        let sets = self.run.overrides().sets();
+        let r = match &self.scenario {
+            Some(p) if std::path::Path::new(p).exists() => load_file(p, &sets),
+            Some(p) => match qosnet_experiments::find_scenario(p) {
+                Some(e) => load_str(e.path, e.text, &sets),
+                None => load_file(p, &sets),
+            },
+            None => {
+                let e = qosnet_experiments::default_scenario();
+                load_str(&format!("<embedded {}>", e.path), e.text, &sets)
+            }
+        };
+        r.map_err(|e| anyhow!("{e}"))
+    }
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct PrefixArgs {
+    /// Namespace prefix: namespaces are PREFIX-NODE.
+    #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
+    pub prefix: String,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct DriverArgs {
+    /// Busy-poll the ports and the clock continuously (one core at 100%)
+    /// instead of sleeping until the routers' next deadline.
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Busy-poll this long before each deadline (default 100us).
+    #[arg(long, value_name = "DURATION")]
+    pub spin: Option<String>,
+    /// Emulate each router's scenario `processing` time (as the simulator
+    /// models the paper's PCs) before input processing.
+    #[arg(long)]
+    pub emulate_cpu: bool,
+}
+
+impl DriverArgs {
+    pub fn apply(&self, o: &mut LiveOptions) -> Result<()> {
+        o.driver.busy_poll = self.busy_poll;
+        o.emulate_cpu = self.emulate_cpu;
+        if let Some(s) = &self.spin {
+            o.driver.spin = parse_duration(s)?;
+        }
+        Ok(())
+    }
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    qosnet_scenario::units::parse_duration(s).map_err(|e| anyhow!("{s}: {e}"))
+}
+
+/// Root, or an error saying why `what` needs it.
+pub fn need_root(what: &str) -> Result<()> {
+    qosnet_live::labtools::require_root(what).map_err(|e| anyhow!(e))
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP set the returned flag; labs of this process
+/// are removed even if the program does not get to it within 5 s.
+pub fn signals() -> Result<Arc<AtomicBool>> {
+    qosnet_live::lab::install_signal_cleanup(std::time::Duration::from_secs(5))
+        .context("installing signal handlers")
+}
+
+/// A flag Ctrl-C and SIGTERM set (for commands without a lab).
+pub fn ctrl_c_flag() -> Result<Arc<AtomicBool>> {
+    let f = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, f.clone()).context("installing signal handler")?;
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        sc: ScenarioArgs,
+    }
+
+    /// The flags become the one merged list of `--set` strings.
+    #[test]
+    fn flags_merge_into_sets() {
+        let t = T::parse_from([
+            "t",
+            "x.toml",
+            "--set",
+            "flow.a.size=500",
+            "--duration",
+            "2s",
+            "--seed",
+            "3",
+            "--set",
+            "node.*.scheduler=tdp",
+        ]);
+        assert_eq!(t.sc.scenario.as_deref(), Some("x.toml"));
+        assert_eq!(
+            t.sc.run.overrides().sets(),
+            [
+                "flow.a.size=500",
+                "node.*.scheduler=tdp",
+                "scenario.seed=3",
+                "scenario.duration=\"2s\""
+            ]
+        );
+        let t = T::parse_from(["t"]);
+        assert!(t.sc.scenario.is_none() && t.sc.run.overrides().sets().is_empty());
+        let sc = t.sc.load().unwrap();
+        assert!(sc.source.contains("tdp-1002"), "{}", sc.source);
+    }
+}

@@ -1,0 +1,270 @@
+//! `qosnet lab run|up|exec|down`: a scenario as a live network-namespace
+//! lab with qosnet routers (`qosnet_live::labrun`), its results printed
+//! like `qosnet sim`'s.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use qosnet_experiments::report::{self, lateness_line};
+use qosnet_live::lab;
+use qosnet_live::labrun::{self, LiveLab, LiveOptions, NodeProcesses};
+
+use super::print_driver;
+use crate::args::{need_root, signals, DriverArgs, PrefixArgs, ScenarioArgs};
+
+#[derive(Subcommand)]
+pub enum LabCmd {
+    /// Build the scenario's lab, run it live for its duration, print and
+    /// write results like `qosnet sim`, and remove the lab (needs root).
+    Run(LabRunArgs),
+    /// Build the lab and keep qosnet routers running until Ctrl-C, for
+    /// manual work with `qosnet lab exec` (ping, iperf3, irtt, tcpdump).
+    Up(LabUpArgs),
+    /// Run a command inside a node's namespace of a running lab.
+    Exec(LabExecArgs),
+    /// Remove every namespace of a lab prefix (leftovers of a crashed run).
+    Down(PrefixArgs),
+}
+
+#[derive(Args)]
+pub struct LabRunArgs {
+    #[command(flatten)]
+    pub sc: ScenarioArgs,
+    #[command(flatten)]
+    pub prefix: PrefixArgs,
+    #[command(flatten)]
+    pub driver: DriverArgs,
+    /// Write results.json, flows.csv and delay.svg to this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print results.json to standard output instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Run every qosnet node (router, switch) as its own `qosnet node`
+    /// process, so that killing one is a real node failure.
+    #[arg(long)]
+    pub processes: bool,
+}
+
+#[derive(Args)]
+pub struct LabUpArgs {
+    #[command(flatten)]
+    pub sc: ScenarioArgs,
+    #[command(flatten)]
+    pub prefix: PrefixArgs,
+    #[command(flatten)]
+    pub driver: DriverArgs,
+    /// Run every qosnet node as its own process (`kill -9` one to see the
+    /// others carry on; `qosnet lab exec` and `ps` show them).
+    #[arg(long)]
+    pub processes: bool,
+}
+
+#[derive(Args)]
+pub struct LabExecArgs {
+    /// Scenario node (a split host's sender namespace is NODE_tx).
+    pub node: String,
+    #[command(flatten)]
+    pub prefix: PrefixArgs,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    pub cmd: Vec<String>,
+}
+
+pub fn run(c: LabCmd) -> Result<()> {
+    match c {
+        LabCmd::Run(a) => lab_run(a),
+        LabCmd::Up(a) => lab_up(a),
+        LabCmd::Exec(a) => lab_exec(a),
+        LabCmd::Down(a) => {
+            need_root("qosnet lab down")?;
+            let removed = lab::cleanup(&a.prefix).map_err(|e| anyhow!("{e}"))?;
+            if removed.is_empty() {
+                outln!("no namespaces named {}-* found", a.prefix);
+            } else {
+                outln!("removed {}", removed.join(" "));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn lab_run(a: LabRunArgs) -> Result<()> {
+    let sc = a.sc.load()?;
+    let paper = sc.paper.clone();
+    need_root("a live run")?;
+    let stop = signals()?;
+    let mut o = LiveOptions {
+        prefix: a.prefix.prefix.clone(),
+        verbose: !a.json,
+        ..LiveOptions::default()
+    };
+    a.driver.apply(&mut o)?;
+    let _tmp;
+    if a.processes {
+        let (np, t) = node_processes(&a.sc)?;
+        o.processes = Some(np);
+        _tmp = t;
+    }
+    let run = labrun::run(&sc, &o, stop).map_err(|e| anyhow!("{}: {e}", sc.name))?;
+    let r = &run.results;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        outln!(
+            "scenario {} ({}), live, {} s, warm-up {} s",
+            r.scenario,
+            r.source,
+            r.duration_s,
+            r.warmup_s
+        );
+        out!("{}", report::flow_table(r, paper.as_ref()));
+        if let Some(p) = report::paper_column(paper.as_ref()) {
+            outln!("paper column: {}", p.source);
+        }
+        outln!();
+        out!("{}", report::link_table(r));
+        outln!("{}", lateness_line(r));
+    }
+    if let Some(dir) = &a.out {
+        report::write_outputs(dir, r, &run.buckets)?;
+        if !a.json {
+            outln!(
+                "wrote {0}/results.json, {0}/flows.csv, {0}/delay.svg",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn lab_up(a: LabUpArgs) -> Result<()> {
+    need_root("qosnet lab up")?;
+    let sc = a.sc.load()?;
+    let stop = signals()?;
+    let mut o = LiveOptions {
+        prefix: a.prefix.prefix.clone(),
+        ..LiveOptions::default()
+    };
+    a.driver.apply(&mut o)?;
+    let _tmp;
+    if a.processes {
+        let (np, t) = node_processes(&a.sc)?;
+        o.processes = Some(np);
+        _tmp = t;
+    }
+    let mut live = LiveLab::start(&sc, &o, stop.clone(), Vec::new(), None).map_err(|e| anyhow!("{e}"))?;
+    let l = live.lab();
+    outln!(
+        "lab {} is up; qosnet routers are running. Ctrl-C removes it.",
+        o.prefix
+    );
+    for n in &l.spec().nodes {
+        let addrs: Vec<String> = l
+            .ports(&n.name)
+            .iter()
+            .filter_map(|p| p.addr.map(|a| format!("{} {a}", p.ifname)))
+            .collect();
+        let pid = live
+            .node_pid(&n.name)
+            .map(|p| format!(" (process {p})"))
+            .unwrap_or_default();
+        outln!(
+            "  {:<10} {:<8} ns {:<14} {}{pid}",
+            n.name,
+            format!("{:?}", n.kind).to_lowercase(),
+            l.spec().netns_name(&n.name),
+            addrs.join(", ")
+        );
+    }
+    for s in &live.layout.splits {
+        outln!(
+            "  {} receives on br0 {}; its flows are sent from {} ({})",
+            s.host,
+            s.host_addr,
+            s.sender,
+            s.sender_addr
+        );
+    }
+    if let Some(f) = sc.flows.first() {
+        let p = if o.prefix == lab::DEFAULT_PREFIX {
+            String::new()
+        } else {
+            format!(" --prefix {}", o.prefix)
+        };
+        let to = &live.net.nodes[f.to];
+        if let (Some(a), Some(b)) = (live.net.nodes[f.from].ifaces.first(), to.ifaces.first()) {
+            outln!(
+                "try: qosnet lab exec {}{p} -- ping -c 3 {}   (its router: {})",
+                sc.nodes[f.from].name,
+                b.ip,
+                a.peer_ip
+            );
+        }
+    }
+    let rep = live.wait(&stop);
+    if let Some(r) = rep {
+        print_driver(&r);
+    }
+    live.finish().map_err(|e| anyhow!("{e}"))?;
+    outln!("lab {} removed", o.prefix);
+    Ok(())
+}
+
+/// How labs start one `qosnet node` per node: this binary, the scenario
+/// file (an embedded scenario is written to a temporary file, removed when
+/// the returned guard drops) and the run's `--set` overrides.
+fn node_processes(sc: &ScenarioArgs) -> Result<(NodeProcesses, Option<tempfile::TempDir>)> {
+    let exe = std::env::current_exe().context("finding the qosnet binary")?;
+    let sets = sc.run.overrides().sets();
+    let on_disk = sc
+        .scenario
+        .as_deref()
+        .filter(|p| std::path::Path::new(p).exists());
+    if let Some(p) = on_disk {
+        return Ok((
+            NodeProcesses {
+                exe,
+                scenario: p.into(),
+                sets,
+            },
+            None,
+        ));
+    }
+    let e = match &sc.scenario {
+        Some(p) => qosnet_experiments::find_scenario(p).ok_or_else(|| anyhow!("{p}: no such file"))?,
+        None => qosnet_experiments::default_scenario(),
+    };
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let path = dir.path().join("scenario.toml");
+    std::fs::write(&path, e.text).context("writing the embedded scenario")?;
+    Ok((
+        NodeProcesses {
+            exe,
+            scenario: path,
+            sets,
+        },
+        Some(dir),
+    ))
+}
+
+fn lab_exec(a: LabExecArgs) -> Result<()> {
+    need_root("qosnet lab exec")?;
+    let ns = format!("{}-{}", a.prefix.prefix, a.node);
+    if !qosnet_live::netns::exists(&ns) {
+        bail!(
+            "namespace {ns} does not exist (is `qosnet lab up` running with prefix {}?)",
+            a.prefix.prefix
+        );
+    }
+    let st = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .args(&a.cmd)
+        .status()
+        .with_context(|| format!("running ip netns exec {ns}"))?;
+    if !st.success() {
+        std::process::exit(st.code().unwrap_or(1));
+    }
+    Ok(())
+}

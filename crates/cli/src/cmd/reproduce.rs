@@ -1,0 +1,52 @@
+//! `qosnet reproduce NAME [--live]`: a paper's experiment from the
+//! registry of `qosnet-experiments`, simulated or live, with the same
+//! overrides applied to each of its runs; `--list` (or no name) lists the
+//! experiments.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use qosnet_experiments::RunOptions;
+
+use crate::args::RunArgs;
+
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// The experiment: `tdp` (ICC 2006 Tables I and II), `diffserv`
+    /// (DEGEB Tables 4-1 and 4-3, Figure 4); `--list` shows all.
+    pub name: Option<String>,
+    /// List the experiments and exit.
+    #[arg(long)]
+    pub list: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Write each run's outputs under DIR/<scenario>/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also run every scenario live in a namespace lab (root) and print
+    /// paper, sim and live side by side.
+    #[arg(long)]
+    pub live: bool,
+    /// Namespace prefix of the live labs.
+    #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
+    pub prefix: String,
+}
+
+pub fn run(a: ReproduceArgs) -> Result<()> {
+    let name = match a.name {
+        Some(n) if !a.list => n,
+        _ => {
+            outln!("experiments (qosnet reproduce NAME [--live]):");
+            out!("{}", qosnet_experiments::list());
+            return Ok(());
+        }
+    };
+    let e = qosnet_experiments::find(&name)?;
+    let o = RunOptions {
+        overrides: a.run.overrides(),
+        out: a.out,
+        prefix: a.prefix,
+    };
+    e.run(a.live, &o)
+}

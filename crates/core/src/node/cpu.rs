@@ -1,0 +1,193 @@
+//! The CPU in front of a node: a bounded input queue served one frame at a
+//! time, each for a processing time drawn from a distribution.
+//!
+//! This is what made the ICC 2006 testbed's FIFO routers jittery (PC
+//! routers whose forwarding time varied with interrupts and bus
+//! contention), and what the STSDR forwarders' per-phase costs are. The
+//! same model serves both drivers: the simulator puts it in front of any
+//! node that has a `processing` setting; the live runtime can put it in
+//! front of a node to make a fast machine behave like a slower one.
+//!
+//! Sans-IO like everything in core: the driver supplies the randomness
+//! ([`Draw`]) so that a simulation's single seeded stream replays bit for
+//! bit, and polls [`Cpu::poll_timeout`] for when the frame in service is
+//! done.
+
+use std::collections::VecDeque;
+
+use crate::packet::Meta;
+use crate::time::{Duration, Instant};
+
+/// A per-frame processing time distribution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ProcDist {
+    Fixed(Duration),
+    /// Uniform between the two bounds, inclusive.
+    Uniform(Duration, Duration),
+    /// `base` plus an exponential with mean `mean`.
+    Exp {
+        base: Duration,
+        mean: Duration,
+    },
+}
+
+/// Uniform random numbers, supplied by the driver.
+pub trait Draw {
+    /// Uniform in `lo..=hi` (`hi >= lo`).
+    fn uniform_u64(&mut self, lo: u64, hi: u64) -> u64;
+    /// Uniform in `[f64::EPSILON, 1)`: never zero, so `ln` is finite.
+    fn unit_f64(&mut self) -> f64;
+}
+
+impl ProcDist {
+    pub fn sample(&self, d: &mut dyn Draw) -> Duration {
+        match *self {
+            ProcDist::Fixed(x) => x,
+            ProcDist::Uniform(lo, hi) => Duration(d.uniform_u64(lo.0, hi.0.max(lo.0))),
+            ProcDist::Exp { base, mean } => {
+                let u = d.unit_f64();
+                base + Duration((-u.ln() * mean.0 as f64) as u64)
+            }
+        }
+    }
+    /// The mean processing time.
+    pub fn mean(&self) -> Duration {
+        match *self {
+            ProcDist::Fixed(x) => x,
+            ProcDist::Uniform(lo, hi) => Duration((lo.0 + hi.0.max(lo.0)) / 2),
+            ProcDist::Exp { base, mean } => base + mean,
+        }
+    }
+}
+
+/// A frame waiting for, or in, service.
+#[derive(Debug)]
+struct Job {
+    port: u16,
+    frame: Vec<u8>,
+    meta: Meta,
+}
+
+/// The input queue and processor of one node.
+#[derive(Debug)]
+pub struct Cpu {
+    dist: ProcDist,
+    limit: usize,
+    queue: VecDeque<Job>,
+    /// When the frame at the head of the queue is done, while busy.
+    done_at: Option<Instant>,
+    /// Frames refused because the input queue was full.
+    pub drops: u64,
+    /// Frames processed.
+    pub served: u64,
+}
+
+impl Cpu {
+    /// A CPU with at most `limit` frames waiting (including the one in
+    /// service).
+    pub fn new(dist: ProcDist, limit: usize) -> Self {
+        Cpu {
+            dist,
+            limit,
+            queue: VecDeque::new(),
+            done_at: None,
+            drops: 0,
+            served: 0,
+        }
+    }
+    pub fn dist(&self) -> ProcDist {
+        self.dist
+    }
+    /// Frames waiting or in service.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+    /// A frame arrives at `now`. Returns `false` (counted in
+    /// [`drops`](Self::drops)) if the input queue is full. An idle CPU
+    /// starts on it at once.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        port: u16,
+        frame: Vec<u8>,
+        meta: Meta,
+        d: &mut dyn Draw,
+    ) -> bool {
+        if self.queue.len() >= self.limit {
+            self.drops += 1;
+            return false;
+        }
+        self.queue.push_back(Job { port, frame, meta });
+        if self.done_at.is_none() {
+            self.done_at = Some(now + self.dist.sample(d));
+        }
+        true
+    }
+    /// When the frame in service is done.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.done_at
+    }
+    /// The frame whose processing finished at or before `now`, if any; the
+    /// next one starts when it finished (not when the driver got here), so
+    /// a late driver does not slow the emulated CPU down.
+    pub fn poll_done(&mut self, now: Instant, d: &mut dyn Draw) -> Option<(u16, Vec<u8>, Meta)> {
+        let t = self.done_at.filter(|t| *t <= now)?;
+        let job = self.queue.pop_front()?;
+        self.served += 1;
+        self.done_at = (!self.queue.is_empty()).then(|| t + self.dist.sample(d));
+        Some((job.port, job.frame, job.meta))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic draws: `uniform_u64` returns the low bound plus a
+    /// counter, `unit_f64` a fixed value.
+    struct Seq(u64);
+    impl Draw for Seq {
+        fn uniform_u64(&mut self, lo: u64, hi: u64) -> u64 {
+            self.0 += 1;
+            (lo + self.0).min(hi)
+        }
+        fn unit_f64(&mut self) -> f64 {
+            0.5
+        }
+    }
+
+    #[test]
+    fn serves_in_order_one_at_a_time_and_bounds_the_queue() {
+        let mut c = Cpu::new(ProcDist::Fixed(Duration(10)), 2);
+        let mut d = Seq(0);
+        assert!(c.handle_frame(Instant(100), 0, vec![1], Meta::default(), &mut d));
+        assert!(c.handle_frame(Instant(101), 1, vec![2], Meta::default(), &mut d));
+        assert!(!c.handle_frame(Instant(102), 0, vec![3], Meta::default(), &mut d));
+        assert_eq!(c.drops, 1);
+        assert_eq!(c.poll_timeout(), Some(Instant(110)));
+        assert!(c.poll_done(Instant(109), &mut d).is_none());
+        // A late driver: the second frame started when the first finished.
+        let (p, f, _) = c.poll_done(Instant(125), &mut d).unwrap();
+        assert_eq!((p, f), (0, vec![1]));
+        assert_eq!(c.poll_timeout(), Some(Instant(120)));
+        let (p, f, _) = c.poll_done(Instant(125), &mut d).unwrap();
+        assert_eq!((p, f), (1, vec![2]));
+        assert_eq!((c.poll_timeout(), c.served, c.len()), (None, 2, 0));
+    }
+
+    #[test]
+    fn distributions() {
+        let mut d = Seq(0);
+        let u = ProcDist::Uniform(Duration(5), Duration(3));
+        assert_eq!(u.sample(&mut d), Duration(5), "inverted bounds clamp");
+        let e = ProcDist::Exp {
+            base: Duration(100),
+            mean: Duration(1000),
+        };
+        assert_eq!(e.sample(&mut d), Duration(100 + 693));
+        assert_eq!(e.mean(), Duration(1100));
+    }
+}

@@ -1,0 +1,522 @@
+//! Weighted fair queueing as packet-by-packet GPS (PGPS), Parekh &
+//! Gallager, "A Generalized Processor Sharing Approach to Flow Control in
+//! Integrated Services Networks: The Single-Node Case" (IEEE/ACM ToN 1993),
+//! §III; the same algorithm as Demers, Keshav & Shenker's WFQ.
+//!
+//! The scheduler emulates the fluid GPS server *exactly*: it tracks the
+//! set B(t) of flows backlogged in the fluid system and advances the GPS
+//! virtual time piecewise, dV/dt = r / Σ_{i∈B(t)} wᵢ, with an event each time
+//! a flow's fluid backlog runs out (§III-A, eq. for V(t)). A packet of L
+//! bytes arriving at `a` gets finish tag F = max(F_prev, V(a)) + L/w, and
+//! the link always sends the queued packet with the smallest F — the packet
+//! that would finish first under GPS. Then (Theorems 1 and 2) every packet
+//! leaves at most L_max/r after it would under GPS, and no flow's service
+//! lags its GPS service by more than L_max bytes.
+//!
+//! Arithmetic is integer. Virtual time is in *nano-bits per unit weight*
+//! (`u128`): the link does exactly `rate_bps × Δt_ns` nano-bits of work in
+//! Δt, so V advances by work / Σw and a packet's tag grows by
+//! `L·8·10⁹ / w`. The only rounding is the floor in these two divisions
+//! (< 1 unit, i.e. < 10⁻⁹ bit per unit weight, and work left over by the
+//! floor is carried, not lost), far below any real tie.
+//!
+//! Cost: O(log n) per packet amortised with binary heaps — one heap of
+//! flows ordered by head-of-line finish tag for the packet system, one of
+//! GPS-backlogged flows ordered by (a lower bound of) their last finish tag
+//! for the fluid system, re-keyed lazily when V reaches a stale key. The
+//! fluid side's keys never go below V, so with many flows it is a radix
+//! heap instead ([`GpsQueue`]): amortised O(1) moves per key, no sift.
+
+use super::conf::{FairConf, QueueInfo};
+use super::heap::{GpsQueue, KeyHeap, Tagged};
+use super::queues::Queues;
+use super::{div_rem, VT_PER_BYTE};
+use crate::packet::Packet;
+use crate::sched::{Dropped, QueueStats, Scheduler};
+use crate::time::Instant;
+
+/// Per-flow state of the GPS emulation.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WfqFlow {
+    /// Finish tag of the flow's last arrived packet (its GPS backlog ends
+    /// when V reaches it).
+    last_finish: u128,
+    /// In B(t): backlogged in the fluid system.
+    in_gps: bool,
+}
+
+/// PGPS / WFQ. See the module documentation.
+pub struct Wfq {
+    q: Queues<(u128, u64), WfqFlow>,
+    rate_bps: u64,
+    /// GPS virtual time V(t_v), nano-bits per unit weight.
+    v: u128,
+    t_v: Instant,
+    /// Work (nano-bits) done since t_v that the floor in V += work/Σw
+    /// has not turned into virtual time yet.
+    work_carry: u128,
+    /// Σ wᵢ over B(t).
+    gps_weight: u64,
+    /// One entry per flow in B(t), keyed by a finish tag ≤ its last one
+    /// (ties broken by slot while few; in no particular order when many).
+    gps: GpsQueue,
+    /// One entry per flow with queued packets, keyed by head finish tag.
+    ready: KeyHeap,
+    seq: u64,
+    stats: QueueStats,
+}
+
+impl Wfq {
+    /// WFQ on a link of `rate_bps` bit/s. The GPS reference runs at this
+    /// rate, so it should be the rate the driver actually dequeues at.
+    pub fn new(conf: FairConf, rate_bps: u64) -> Result<Self, String> {
+        conf.validate("wfq", "weight")?;
+        if rate_bps == 0 {
+            return Err("wfq: link rate must be > 0 bit/s".into());
+        }
+        Ok(Wfq {
+            q: Queues::new(&conf),
+            rate_bps,
+            v: 0,
+            t_v: Instant::ZERO,
+            work_carry: 0,
+            gps_weight: 0,
+            gps: GpsQueue::new(),
+            ready: KeyHeap::with_prefetch(),
+            seq: 0,
+            stats: QueueStats::default(),
+        })
+    }
+
+    /// GPS virtual time as last advanced, in nano-bits per unit weight
+    /// ([`VT_PER_BYTE`] per byte).
+    pub fn virtual_time(&self) -> u128 {
+        self.v
+    }
+    /// Counters of the queue for `key` (class or flow id), if it exists.
+    pub fn queue(&self, key: u32) -> Option<QueueInfo> {
+        self.q.info(key)
+    }
+    /// Number of queues (flows) the scheduler holds state for.
+    pub fn flows(&self) -> usize {
+        self.q.active()
+    }
+    /// Bytes of scheduler state per active flow, queued packets excluded.
+    pub fn bytes_per_flow() -> usize {
+        Queues::<(u128, u64), WfqFlow>::bytes_per_queue() + 2 * KeyHeap::ENTRY_BYTES
+    }
+
+    /// Runs the fluid GPS system from `t_v` to `now`: V grows at
+    /// r/Σ_{B} w, and each time it reaches a flow's last finish tag that
+    /// flow leaves B(t) and the slope changes.
+    fn advance(&mut self, now: Instant) {
+        if now <= self.t_v {
+            return;
+        }
+        let dt = now.saturating_since(self.t_v).as_nanos() as u128;
+        self.t_v = now;
+        if self.gps_weight == 0 {
+            self.work_carry = 0;
+            return;
+        }
+        let mut work = (dt * self.rate_bps as u128).saturating_add(self.work_carry);
+        self.work_carry = 0;
+        while let Some(top) = self.gps.peek() {
+            let need = top
+                .tag()
+                .saturating_sub(self.v)
+                .saturating_mul(self.gps_weight as u128);
+            if work < need {
+                let (dv, carry) = div_rem(work, self.gps_weight);
+                self.v += dv;
+                self.work_carry = carry;
+                return;
+            }
+            work -= need;
+            self.v = self.v.max(top.tag());
+            let i = top.slot;
+            let s = &mut self.q.slots[i as usize];
+            if s.st.last_finish > top.tag() {
+                // Stale key: more packets arrived since; re-key in place
+                // (one sift), no change of slope.
+                let _old = self.gps.replace_top(Tagged::new(s.st.last_finish, i as u64, i));
+                debug_assert_eq!(_old, top);
+                continue;
+            }
+            let _old = self.gps.pop();
+            debug_assert_eq!(_old, Some(top));
+            // The flow's fluid backlog is exhausted: it leaves B(t).
+            s.st.in_gps = false;
+            self.gps_weight -= s.weight as u64;
+            if s.fifo.is_empty() {
+                self.q.release(i);
+            }
+            if self.gps_weight == 0 {
+                return; // fluid system idle: the rest of dt was idle time
+            }
+        }
+    }
+}
+
+impl Scheduler for Wfq {
+    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Result<(), Dropped> {
+        self.advance(now);
+        let (i, pkt) = self.q.admit(pkt, &mut self.stats)?;
+        let cost = self.q.cost(&pkt) as u128 * VT_PER_BYTE;
+        let s = &mut self.q.slots[i as usize];
+        let start = s.st.last_finish.max(self.v);
+        let finish = start + div_rem(cost, s.weight as u64).0;
+        s.st.last_finish = finish;
+        if !s.st.in_gps {
+            s.st.in_gps = true;
+            self.gps_weight += s.weight as u64;
+            self.gps.push(Tagged::new(finish, i as u64, i), self.v);
+        }
+        let seq = self.seq;
+        self.seq += 1;
+        if s.fifo.is_empty() {
+            self.ready.push(Tagged::new(finish, seq, i));
+        }
+        self.q.push(i, pkt, (finish, seq), &mut self.stats);
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+        self.advance(now);
+        let i = self.ready.peek()?.slot;
+        let (pkt, _) = self.q.pop(i, &mut self.stats)?;
+        let s = &self.q.slots[i as usize];
+        match s.fifo.front() {
+            // Same flow's next packet replaces it at the top: one sift.
+            Some(&(_, (f, seq))) => {
+                self.ready.replace_top(Tagged::new(f, seq, i));
+            }
+            None => {
+                self.ready.pop();
+                if !s.st.in_gps {
+                    self.q.release(i);
+                }
+            }
+        }
+        Some(pkt)
+    }
+
+    /// The queued packet with the smallest finish tag. Exact without
+    /// running the fluid system to `now`: that moves V and B(t), never the
+    /// tags of queued packets, which fix the order at arrival.
+    fn peek(&self, _now: Instant) -> Option<&Packet> {
+        let i = self.ready.peek()?.slot;
+        self.q.slots[i as usize].fifo.front().map(|(p, _)| p)
+    }
+
+    fn poll_at(&self, now: Instant) -> Option<Instant> {
+        (self.q.len > 0).then_some(now)
+    }
+    fn len(&self) -> usize {
+        self.q.len
+    }
+    fn bytes(&self) -> usize {
+        self.q.bytes
+    }
+    fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+    fn kind(&self) -> &'static str {
+        "wfq"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::super::testkit::{classes, pkt, ONE_BYTE_PER_NS};
+    use super::*;
+    use crate::sched::{DropReason, FairConf, QueueConf};
+    use proptest::prelude::*;
+
+    #[test]
+    fn golden_simultaneous_arrivals() {
+        // A (w=1) and B (w=2), two 100-byte packets each at t=0. Tags in
+        // bytes per weight: A 100, 200; B 50, 100. B1 first; A1 and B2 tie
+        // at 100 and arrival order breaks the tie.
+        let mut w = Wfq::new(classes(&[1, 2]), ONE_BYTE_PER_NS).unwrap();
+        let t = Instant(0);
+        for (uid, k) in [(1, 0), (2, 0), (3, 1), (4, 1)] {
+            w.enqueue(pkt(uid, k, 100), t).unwrap();
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| w.dequeue(t)).map(|p| p.meta.uid).collect();
+        assert_eq!(order, vec![3, 1, 4, 2]);
+    }
+
+    #[test]
+    fn golden_gps_virtual_time_changes_slope() {
+        // A (w=1): 2×120 B, B (w=3): 60 B at t=0; C (w=1): 50 B at t=100.
+        // GPS: Σw=4 until B's fluid backlog ends at V=20 (t=80), then Σw=1,
+        // so V(100)=40 and C's tag is 90 < A2's 240.
+        let mut w = Wfq::new(classes(&[1, 3, 1]), ONE_BYTE_PER_NS).unwrap();
+        w.enqueue(pkt(1, 0, 120), Instant(0)).unwrap();
+        w.enqueue(pkt(2, 0, 120), Instant(0)).unwrap();
+        w.enqueue(pkt(3, 1, 60), Instant(0)).unwrap();
+        assert_eq!(w.dequeue(Instant(0)).unwrap().meta.uid, 3); // F=20, sent 0..60
+        assert_eq!(w.dequeue(Instant(60)).unwrap().meta.uid, 1); // F=120, 60..180
+        w.enqueue(pkt(4, 2, 50), Instant(100)).unwrap();
+        assert_eq!(w.virtual_time(), 40 * VT_PER_BYTE);
+        assert_eq!(w.dequeue(Instant(180)).unwrap().meta.uid, 4); // F=90
+        assert_eq!(w.dequeue(Instant(230)).unwrap().meta.uid, 2); // F=240
+        assert!(w.dequeue(Instant(350)).is_none());
+        // Everything has left GPS too by t=350 (A's backlog ends at V=240).
+        assert_eq!(w.virtual_time(), 240 * VT_PER_BYTE);
+    }
+
+    #[test]
+    fn late_arrival_is_not_penalised_like_scfq() {
+        // A (w=1) 3×100 at t=0; B (w=1) 100 at t=150: V(150)=150 (only A in
+        // B(t)), so F_B = 250 < F_A3 = 300: B goes before A3.
+        let mut w = Wfq::new(classes(&[1, 1]), ONE_BYTE_PER_NS).unwrap();
+        for uid in 1..=3 {
+            w.enqueue(pkt(uid, 0, 100), Instant(0)).unwrap();
+        }
+        assert_eq!(w.dequeue(Instant(0)).unwrap().meta.uid, 1);
+        assert_eq!(w.dequeue(Instant(100)).unwrap().meta.uid, 2);
+        w.enqueue(pkt(4, 1, 100), Instant(150)).unwrap();
+        assert_eq!(w.virtual_time(), 150 * VT_PER_BYTE);
+        assert_eq!(w.dequeue(Instant(200)).unwrap().meta.uid, 4);
+        assert_eq!(w.dequeue(Instant(300)).unwrap().meta.uid, 3);
+    }
+
+    #[test]
+    fn per_flow_state_is_created_and_forgotten() {
+        let mut w = Wfq::new(FairConf::per_flow(QueueConf::new(1, 2, 1_000)), ONE_BYTE_PER_NS).unwrap();
+        for f in 0..100u16 {
+            w.enqueue(pkt(f as u64, f, 100), Instant(0)).unwrap();
+        }
+        assert_eq!(w.flows(), 100);
+        // Per-flow packet limit 2.
+        w.enqueue(pkt(1000, 7, 10), Instant(0)).unwrap();
+        let e = w.enqueue(pkt(1001, 7, 10), Instant(0)).unwrap_err();
+        assert_eq!(e.reason, DropReason::QueueFull);
+        assert_eq!(w.queue(7).unwrap().drops, 1);
+        let mut t = Instant(0);
+        while let Some(p) = w.dequeue(t) {
+            t += crate::time::Duration(p.len() as u64);
+        }
+        // Once GPS has served everything too, no state is left.
+        w.dequeue(t);
+        assert_eq!(w.flows(), 0);
+        assert_eq!(w.stats().deq_pkts, 101);
+    }
+
+    #[test]
+    fn unknown_class_without_default_is_refused() {
+        let mut w = Wfq::new(classes(&[1]), ONE_BYTE_PER_NS).unwrap();
+        let e = w.enqueue(pkt(1, 5, 100), Instant(0)).unwrap_err();
+        assert_eq!(e.reason, DropReason::QueueFull);
+        assert_eq!(w.stats().drops(DropReason::QueueFull), 1);
+        let mut w = Wfq::new(
+            FairConf {
+                default: Some(QueueConf::new(2, 10, 10_000)),
+                ..classes(&[1])
+            },
+            ONE_BYTE_PER_NS,
+        )
+        .unwrap();
+        w.enqueue(pkt(1, 5, 100), Instant(0)).unwrap();
+        assert_eq!(w.queue(5).unwrap().weight, 2);
+    }
+
+    #[test]
+    fn total_limits_bound_all_flows() {
+        let conf = FairConf::per_flow(QueueConf::new(1, 10, 10_000)).with_total_limits(3, 1_000_000);
+        let mut w = Wfq::new(conf, ONE_BYTE_PER_NS).unwrap();
+        for f in 0..3 {
+            w.enqueue(pkt(f, f as u16, 100), Instant(0)).unwrap();
+        }
+        assert!(w.enqueue(pkt(9, 9, 100), Instant(0)).is_err());
+        assert_eq!(w.flows(), 3);
+    }
+
+    // ---- GPS fluid reference, exact rationals -------------------------
+
+    #[derive(Clone, Copy, Debug)]
+    struct Q(i128, i128); // numerator, denominator > 0, reduced
+
+    fn gcd(a: i128, b: i128) -> i128 {
+        let (mut a, mut b) = (a.abs(), b.abs());
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a.max(1)
+    }
+    impl Q {
+        fn new(n: i128, d: i128) -> Q {
+            let g = gcd(n, d) * d.signum();
+            Q(n / g, d / g)
+        }
+        fn int(n: i128) -> Q {
+            Q(n, 1)
+        }
+        fn add(self, o: Q) -> Q {
+            Q::new(self.0 * o.1 + o.0 * self.1, self.1 * o.1)
+        }
+        fn sub(self, o: Q) -> Q {
+            Q::new(self.0 * o.1 - o.0 * self.1, self.1 * o.1)
+        }
+        fn mul(self, o: Q) -> Q {
+            Q::new(self.0 * o.0, self.1 * o.1)
+        }
+        fn div(self, o: Q) -> Q {
+            Q::new(self.0 * o.1, self.1 * o.0)
+        }
+        fn le(self, o: Q) -> bool {
+            self.0 * o.1 <= o.0 * self.1
+        }
+        fn min(self, o: Q) -> Q {
+            if self.le(o) {
+                self
+            } else {
+                o
+            }
+        }
+    }
+
+    /// The fluid GPS server of rate 1 byte/ns, simulated event by event:
+    /// between events every backlogged flow i is served at wᵢ/Σw.
+    struct Fluid {
+        w: Vec<i128>,
+        t: Q,
+        served: Vec<Q>,
+        arrived: Vec<i128>,
+        /// Per flow: cumulative bytes at which each queued packet ends.
+        ends: Vec<VecDeque<(i128, usize)>>,
+        finish: Vec<Option<Q>>,
+    }
+
+    impl Fluid {
+        fn new(w: &[u32], packets: usize) -> Self {
+            Fluid {
+                w: w.iter().map(|&w| w as i128).collect(),
+                t: Q::int(0),
+                served: vec![Q::int(0); w.len()],
+                arrived: vec![0; w.len()],
+                ends: vec![VecDeque::new(); w.len()],
+                finish: vec![None; packets],
+            }
+        }
+        fn arrive(&mut self, f: usize, len: i128, id: usize) {
+            self.arrived[f] += len;
+            self.ends[f].push_back((self.arrived[f], id));
+        }
+        fn advance(&mut self, to: Q) {
+            loop {
+                let busy: Vec<usize> = (0..self.w.len()).filter(|&i| !self.ends[i].is_empty()).collect();
+                let wsum: i128 = busy.iter().map(|&i| self.w[i]).sum();
+                if wsum == 0 {
+                    if self.t.le(to) {
+                        self.t = to;
+                    }
+                    return;
+                }
+                let mut step = to.sub(self.t);
+                for &i in &busy {
+                    let left = Q::int(self.ends[i][0].0).sub(self.served[i]);
+                    step = step.min(left.mul(Q::int(wsum)).div(Q::int(self.w[i])));
+                }
+                for &i in &busy {
+                    self.served[i] = self.served[i].add(step.mul(Q::new(self.w[i], wsum)));
+                }
+                self.t = self.t.add(step);
+                let mut popped = false;
+                for &i in &busy {
+                    while let Some(&(end, id)) = self.ends[i].front() {
+                        if !Q::int(end).le(self.served[i]) {
+                            break;
+                        }
+                        self.finish[id] = Some(self.t);
+                        self.ends[i].pop_front();
+                        popped = true;
+                    }
+                }
+                if !popped && to.le(self.t) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs PGPS on a 1 byte/ns link and the fluid GPS side by side and
+    /// checks Parekh–Gallager: service lag ≤ L_max (Theorem 2) and
+    /// departure ≤ GPS finish + L_max/r (Theorem 1).
+    fn check_against_gps(w: &[u32], arrivals: &[(u64, usize, u64)]) {
+        let n = arrivals.len();
+        let lmax = arrivals.iter().map(|a| a.2).max().unwrap() as i128;
+        let mut wfq = Wfq::new(classes(w), ONE_BYTE_PER_NS).unwrap();
+        let mut fluid = Fluid::new(w, n);
+        let mut pk_served = vec![0i128; w.len()];
+        let mut depart = vec![0u64; n];
+        let (mut i, mut link_free) = (0, 0u64);
+        loop {
+            let t = if !wfq.is_empty() {
+                link_free
+            } else if i < n {
+                arrivals[i].0.max(link_free)
+            } else {
+                break;
+            };
+            while i < n && arrivals[i].0 <= t {
+                let (at, f, len) = arrivals[i];
+                fluid.advance(Q::int(at as i128));
+                fluid.arrive(f, len as i128, i);
+                wfq.enqueue(pkt(i as u64, f as u16, len as usize), Instant(at))
+                    .unwrap();
+                i += 1;
+            }
+            fluid.advance(Q::int(t as i128));
+            for (j, &p) in pk_served.iter().enumerate() {
+                let lag = fluid.served[j].sub(Q::int(p));
+                assert!(
+                    lag.le(Q::int(lmax)),
+                    "flow {j} lags GPS by {lag:?} > {lmax} at t={t}"
+                );
+            }
+            let p = wfq.dequeue(Instant(t)).expect("work conserving");
+            let f = p.meta.class as usize;
+            pk_served[f] += p.len() as i128;
+            link_free = t + p.len() as u64;
+            depart[p.meta.uid as usize] = link_free;
+        }
+        fluid.advance(Q::int(i128::MAX / (1 << 80)));
+        for (id, &d) in depart.iter().enumerate() {
+            let gps = fluid.finish[id].expect("GPS finished every packet");
+            assert!(
+                Q::int(d as i128).le(gps.add(Q::int(lmax))),
+                "packet {id} left at {d}, GPS finish {gps:?} + L_max {lmax}"
+            );
+        }
+    }
+
+    #[test]
+    fn gps_reference_hand_case() {
+        check_against_gps(&[1, 3, 1], &[(0, 0, 120), (0, 0, 120), (0, 1, 60), (100, 2, 50)]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn pgps_tracks_gps_within_one_max_packet(
+            w in prop::collection::vec(1u32..=5, 2..=4),
+            raw in prop::collection::vec((0u64..=150, 0usize..4, 1u64..=120), 1..60),
+        ) {
+            let mut t = 0;
+            let arrivals: Vec<(u64, usize, u64)> = raw
+                .iter()
+                .map(|&(gap, f, len)| {
+                    t += gap;
+                    (t, f % w.len(), len)
+                })
+                .collect();
+            check_against_gps(&w, &arrivals);
+        }
+    }
+}

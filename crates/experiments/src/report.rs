@@ -1,0 +1,187 @@
+//! Human-readable reports: per-flow and per-link tables, paper columns,
+//! live timing lines, and the files written to `--out DIR` (results.json,
+//! flows.csv, delay.svg). Shared by every subcommand that prints results.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use qosnet_core::Duration;
+use qosnet_live::clock::LatenessSummary;
+use qosnet_scenario::results::Results;
+use qosnet_scenario::Paper;
+
+pub fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// The paper, if it has a per-flow column the flow table shows (jitter).
+pub fn paper_column(paper: Option<&Paper>) -> Option<&Paper> {
+    paper.filter(|p| p.metric == "jitter" && !p.values.is_empty())
+}
+
+/// The per-flow table, with the paper's value beside ours when known.
+pub fn flow_table(r: &Results, paper: Option<&Paper>) -> String {
+    let mut s = String::new();
+    let pcol = paper_column(paper);
+    let _ = write!(
+        s,
+        "{:<14} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "flow", "sent", "received", "lost", "delay min", "mean", "p99", "max", "jitter"
+    );
+    if let Some(p) = pcol {
+        let _ = write!(s, " {:>13}", format!("paper [{}]", p.unit));
+    }
+    s.push('\n');
+    for f in &r.flows {
+        let d = &f.delay_ns;
+        let _ = write!(
+            s,
+            "{:<14} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
+            if f.delay_kind == "rtt" {
+                format!("{} (rtt)", f.name)
+            } else {
+                f.name.clone()
+            },
+            f.sent,
+            f.received,
+            f.lost,
+            fmt_ns(d.min as f64),
+            fmt_ns(d.mean),
+            fmt_ns(d.p99 as f64),
+            fmt_ns(d.max as f64),
+            fmt_ns(f.jitter_ns as f64)
+        );
+        if let Some(v) = pcol.and_then(|p| p.values.get(&f.name)) {
+            let _ = write!(s, " {:>13}", format!("{v:.2}"));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Links with traffic, their IP-level load and wire utilisation.
+pub fn link_table(r: &Results) -> String {
+    let mut s = format!(
+        "{:<14} {:>6} {:>11} {:>8} {:>8} {:>8}\n",
+        "link", "sched", "load Mb/s", "util %", "drops", "queued"
+    );
+    for l in r.links.iter().filter(|l| l.packets > 0 || l.drops > 0) {
+        let _ = writeln!(
+            s,
+            "{:<14} {:>6} {:>11.2} {:>8.2} {:>8} {:>8}",
+            l.name,
+            l.scheduler,
+            l.load_bps / 1e6,
+            l.utilization * 100.0,
+            l.drops,
+            l.queued_at_end
+        );
+    }
+    s
+}
+
+pub fn engine_line(r: &Results) -> String {
+    let e = &r.engine;
+    format!(
+        "engine: {} events in {:.3} s wall for {:.3} s simulated: {:.2} M events/s, {:.1} simulated s per wall s, peak queue {}",
+        e.events,
+        e.wall_s,
+        e.sim_s,
+        e.events_per_wall_s / 1e6,
+        e.sim_s_per_wall_s,
+        e.peak_event_queue
+    )
+}
+
+pub fn write_outputs(dir: &Path, r: &Results, buckets: &[(String, Vec<(u64, u64)>)]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating output directory {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(r)?;
+    std::fs::write(dir.join("results.json"), json).context("writing results.json")?;
+    let mut w = csv::Writer::from_path(dir.join("flows.csv")).context("writing flows.csv")?;
+    w.write_record([
+        "flow",
+        "sent",
+        "received",
+        "lost",
+        "reordered",
+        "delay_min_ns",
+        "delay_mean_ns",
+        "delay_p50_ns",
+        "delay_p99_ns",
+        "delay_p999_ns",
+        "delay_max_ns",
+        "jitter_ns",
+        "throughput_bps",
+    ])?;
+    for f in &r.flows {
+        let d = &f.delay_ns;
+        w.write_record([
+            f.name.clone(),
+            f.sent.to_string(),
+            f.received.to_string(),
+            f.lost.to_string(),
+            f.reordered.to_string(),
+            d.min.to_string(),
+            format!("{:.1}", d.mean),
+            d.p50.to_string(),
+            d.p99.to_string(),
+            d.p999.to_string(),
+            d.max.to_string(),
+            f.jitter_ns.to_string(),
+            format!("{:.0}", f.throughput_bps),
+        ])?;
+    }
+    w.flush()?;
+    crate::plot::delay_cdf(&dir.join("delay.svg"), &r.scenario, buckets)?;
+    Ok(())
+}
+
+/// The live lateness lines printed beside a lab's results: the router
+/// thread's timer lateness and, when measured, the machine's timer noise.
+pub fn lateness_line(r: &Results) -> String {
+    let get = |k: &str, f: &str| {
+        r.extra
+            .get(k)
+            .and_then(|v| v.get(f))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0)
+    };
+    let mut s = format!(
+        "router timer lateness: p50 {}, p99 {}, p99.9 {}, max {} over {} deadlines",
+        fmt_ns(get("timer_lateness", "p50_ns")),
+        fmt_ns(get("timer_lateness", "p99_ns")),
+        fmt_ns(get("timer_lateness", "p999_ns")),
+        fmt_ns(get("timer_lateness", "max_ns")),
+        get("timer_lateness", "count") as u64
+    );
+    if let Some(n) = r.extra.get("timer_noise").and_then(|n| n.get("wait_lateness")) {
+        let f = |k: &str| n.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        s += &format!(
+            "\nmachine timer noise (before the run): wait_until p50 {}, p99 {}, max {}",
+            fmt_ns(f("p50_ns")),
+            fmt_ns(f("p99_ns")),
+            fmt_ns(f("max_ns"))
+        );
+    }
+    s
+}
+
+/// A lateness summary in one phrase: "p50 …, p99 …, p99.9 …, max …".
+pub fn lateness_text(l: &LatenessSummary) -> String {
+    format!(
+        "p50 {}, p99 {}, p99.9 {}, max {}",
+        Duration(l.p50_ns),
+        Duration(l.p99_ns),
+        Duration(l.p999_ns),
+        Duration(l.max_ns)
+    )
+}

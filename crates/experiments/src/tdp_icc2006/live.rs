@@ -1,0 +1,107 @@
+//! `qosnet reproduce tdp --live`: each testbed scenario simulated and then
+//! run live in a namespace lab (qosnet routers on AF_PACKET ports,
+//! emulating the scenarios' router processing time as the simulator
+//! models the paper's PCs), Tables I and II printed as paper, sim and live
+//! side by side with the router thread's timer lateness.
+
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, Result};
+use qosnet_live::labrun::{self, LiveOptions};
+use qosnet_scenario::results::Results;
+
+use super::{paper_jitter, SCENARIOS, TABLES};
+use crate::report::{self, fmt_ns, lateness_line};
+use crate::run;
+use crate::RunOptions;
+
+pub(super) fn run(o: &RunOptions) -> Result<()> {
+    run::need_root("qosnet reproduce tdp --live")?;
+    let sets = o.overrides.sets();
+    let stop = run::signals()?;
+    let mut runs = Vec::new();
+    for e in SCENARIOS {
+        let sc = run::load(e, &sets)?;
+        let paper = paper_jitter(&sc);
+        eprintln!("{}: simulating...", sc.name);
+        let sim = run::simulate(sc.clone())?.results;
+        eprintln!("{}: running live ({} s)...", sc.name, sc.duration.as_secs_f64());
+        let lo = LiveOptions {
+            prefix: o.prefix.clone(),
+            emulate_cpu: true,
+            ..LiveOptions::default()
+        };
+        let live = labrun::run(&sc, &lo, stop.clone()).map_err(|e| anyhow!("{}: {e}", sc.name))?;
+        if let Some(dir) = &o.out {
+            report::write_outputs(
+                &dir.join(format!("{}-live", sc.name)),
+                &live.results,
+                &live.buckets,
+            )?;
+        }
+        runs.push((paper, sim, live.results));
+    }
+    for (title, fi, ti, _) in TABLES {
+        let (fifo, tdp) = (&runs[fi], &runs[ti]);
+        outln!("\n{title} ({} s per run)", tdp.2.duration_s);
+        outln!(
+            "{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "flow",
+            "paper FIFO",
+            "sim FIFO",
+            "live FIFO",
+            "paper TDP",
+            "sim TDP",
+            "live TDP",
+            "lost live",
+            "lost live"
+        );
+        outln!(
+            "{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "FIFO",
+            "TDP"
+        );
+        for (i, f) in tdp.2.flows.iter().enumerate() {
+            let p =
+                |m: &BTreeMap<String, f64>| m.get(&f.name).map(|v| format!("{v:.2} ms")).unwrap_or_default();
+            let j = |r: &Results| {
+                r.flows
+                    .get(i)
+                    .map(|x| fmt_ns(x.jitter_ns as f64))
+                    .unwrap_or_default()
+            };
+            outln!(
+                "{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+                f.name,
+                p(&fifo.0),
+                j(&fifo.1),
+                j(&fifo.2),
+                p(&tdp.0),
+                j(&tdp.1),
+                j(&tdp.2),
+                fifo.2.flows.get(i).map_or(0, |x| x.lost),
+                f.lost
+            );
+        }
+        outln!(
+            "live FIFO: {}",
+            lateness_line(&fifo.2).replace('\n', "\n           ")
+        );
+        outln!(
+            "live TDP:  {}",
+            lateness_line(&tdp.2).replace('\n', "\n           ")
+        );
+    }
+    outln!(
+        "\nlive runs emulate the scenarios' router processing time (uniform 2-20 us per packet, as the simulator\n\
+         models the paper's PCs) and 100 Mb/s store-and-forward wires on veth; jitter = max - min one-way delay."
+    );
+    Ok(())
+}

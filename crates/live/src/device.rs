@@ -1,0 +1,163 @@
+//! The [`Device`] trait: a frame-level network port that a live driver
+//! polls, whatever is behind it — an AF_PACKET socket on a NIC or veth
+//! ([`crate::afpacket`]), a TAP device that exchanges frames with this
+//! host's own kernel IP stack ([`crate::tap`]), or memory ([`MemDevice`],
+//! for tests). Any node runs on any device (cf. smoltcp's `phy::Device`).
+
+use std::io;
+use std::os::fd::RawFd;
+
+use qosnet_core::time::{Duration, Instant};
+use serde::Serialize;
+
+use crate::clock;
+
+/// A frame-level network port that a driver polls.
+///
+/// `recv_batch` takes a closure rather than returning frames so the frame
+/// can be borrowed straight from the receive ring: no copy, no allocation.
+pub trait Device {
+    /// Hand up to `max` waiting frames to `f` with their receive time (the
+    /// kernel's timestamp, CLOCK_REALTIME). Never blocks; returns how many
+    /// frames were handed over.
+    fn recv_batch(&mut self, max: usize, f: impl FnMut(&[u8], Instant)) -> io::Result<usize>;
+    /// Queue or send one Ethernet frame (no FCS). `WouldBlock` means the
+    /// interface or ring is full right now: the frame was not sent and the
+    /// caller may retry or drop it (it is counted as `tx_busy` either way).
+    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// Push queued frames to the interface (no-op when `send` already did).
+    fn flush(&mut self) -> io::Result<()>;
+    /// A descriptor that polls readable when frames are waiting.
+    fn fd(&self) -> RawFd;
+    /// Counters so far (refreshes the kernel's drop count).
+    fn stats(&mut self) -> DeviceStats;
+}
+
+/// Every way a port can lose or refuse a frame, plus the totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DeviceStats {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Frames the kernel dropped because the receive ring was full.
+    pub rx_kernel_drops: u64,
+    /// Frames longer than a ring slot, not delivered.
+    pub rx_truncated: u64,
+    /// Frames this host sent on the interface, seen and skipped.
+    pub rx_outgoing: u64,
+    /// Ring slots with impossible offsets (never seen; guards the reads).
+    pub rx_bad_slot: u64,
+    /// Frames whose VLAN tag the kernel had stripped and we put back.
+    pub rx_vlan_restored: u64,
+    /// Frames delivered with an unfinished L4 checksum (the sender's
+    /// checksum offload is on: forwarded as is, its receiver will drop it).
+    /// The lab switches offloads off; this counter catches set-ups that
+    /// did not.
+    pub rx_csum_partial: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Sends refused because the interface or ring was full.
+    pub tx_busy: u64,
+    /// Frames too short or too long for the interface.
+    pub tx_invalid: u64,
+    /// Any other transmit error.
+    pub tx_errors: u64,
+}
+
+/// Wait until one of `fds` is readable or `timeout` passes (`None`: wait
+/// indefinitely). Returns how many are readable; EINTR counts as zero.
+pub fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<usize> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: (d.as_nanos() / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: (d.as_nanos() % 1_000_000_000) as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: pfds and ts live across the call; the sizes match.
+    let r = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
+/// An in-memory device for tests and examples: frames sent on one end of a
+/// [`mem_pair`] arrive at the other.
+pub struct MemDevice {
+    rx: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>,
+    tx: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>,
+    stats: DeviceStats,
+}
+
+type Queue = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>;
+
+/// Two connected in-memory devices.
+pub fn mem_pair() -> (MemDevice, MemDevice) {
+    let a: Queue = Default::default();
+    let b: Queue = Default::default();
+    (
+        MemDevice {
+            rx: a.clone(),
+            tx: b.clone(),
+            stats: DeviceStats::default(),
+        },
+        MemDevice {
+            rx: b,
+            tx: a,
+            stats: DeviceStats::default(),
+        },
+    )
+}
+
+impl Device for MemDevice {
+    fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8], Instant)) -> io::Result<usize> {
+        let mut n = 0;
+        while n < max {
+            let Some(fr) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).pop_front() else {
+                break;
+            };
+            self.stats.rx_frames += 1;
+            self.stats.rx_bytes += fr.len() as u64;
+            f(&fr, clock::now());
+            n += 1;
+        }
+        Ok(n)
+    }
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.stats.tx_frames += 1;
+        self.stats.tx_bytes += frame.len() as u64;
+        self.tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(frame.to_vec());
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn fd(&self) -> std::os::fd::RawFd {
+        -1
+    }
+    fn stats(&mut self) -> DeviceStats {
+        self.stats
+    }
+}

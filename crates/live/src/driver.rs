@@ -1,0 +1,683 @@
+//! The real-time driver: qosnet's sans-IO [`Node`]s on real ports.
+//!
+//! One [`Driver`] runs any number of nodes — routers, switches, RETHER
+//! stations, STSDR forwarders: the driver does not know which — on one
+//! thread, each port a [`Device`] (an [`AfPacket`](crate::afpacket::AfPacket)
+//! opened inside the node's namespace, a [`Tap`](crate::tap::Tap) to the
+//! host's own IP stack, or memory in tests). One process can host a whole
+//! lab's nodes, or one node (`qosnet node`), as the design's loop:
+//!
+//! ```text
+//! loop {
+//!     now = CLOCK_REALTIME                     // TDP's CTR: TFs align to UTC seconds
+//!     for each port: recv_batch → node.handle_frame(now, port, frame)   (or its CPU model)
+//!     for each node: handle_timeout(now); poll_transmit(now) → device.send
+//!     wait until min(node.poll_timeout(now)), or a frame arrives:
+//!         ppoll(all ports) until `spin` before the deadline, then busy-poll
+//! }
+//! ```
+//!
+//! Output pacing is the core's: each full-duplex port's transmitter is
+//! busy for a frame's wire time at the link's configured capacity, so a
+//! 100 Mb/s scenario link carries 100 Mb/s on a veth that has no rate of
+//! its own. A half-duplex port's frames go to the device at once; its
+//! transmit-done comes when the frame would have left a wire of the
+//! port's rate ([`NodeHost::half_duplex`]). The driver measures itself:
+//! how late it served each deadline the nodes asked for
+//! ([`DriverReport::lateness`]), how long frames waited in the receive
+//! rings ([`DriverReport::rx_lag`]), and every device error. Time handed
+//! to the nodes never runs backwards, even if the system clock is stepped.
+
+use std::collections::VecDeque;
+use std::io;
+
+use qosnet_core::node::cpu::{Cpu, Draw};
+use qosnet_core::node::{Event, Node, TxStatus};
+use qosnet_core::router::Router;
+use qosnet_core::time::{Duration, Instant};
+use qosnet_core::{Framing, Meta};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{self, Clock, Lateness, LatenessSummary};
+use crate::device::{wait_readable, Device, DeviceStats};
+
+/// How the driver waits and batches.
+#[derive(Clone, Copy, Debug)]
+pub struct DriverConfig {
+    /// Frames taken from one port's ring per turn.
+    pub batch: usize,
+    /// Busy-poll for this long before each deadline (TF boundaries, paced
+    /// transmissions); sleep in `ppoll` before that.
+    pub spin: Duration,
+    /// Never sleep: poll the rings and the clock continuously (one core).
+    pub busy_poll: bool,
+    /// Longest sleep, so a stop request is seen promptly.
+    pub max_sleep: Duration,
+    /// Run the driver thread under SCHED_FIFO at this priority (1–99), so
+    /// other threads (traffic generators, builds) cannot preempt it between
+    /// a deadline and its frame. Needs CAP_SYS_NICE; the kernel's RT
+    /// throttling still leaves 5 % of each second to other tasks.
+    pub realtime: Option<i32>,
+    /// Run the driver thread at this nice value (e.g. -15): CFS then gives
+    /// it most of a core against ordinary threads without real-time
+    /// scheduling's throttling stalls. Needs CAP_SYS_NICE for values < 0.
+    pub nice: Option<i32>,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            batch: 64,
+            spin: clock::DEFAULT_SPIN,
+            busy_poll: false,
+            max_sleep: Duration::from_millis(20),
+            realtime: None,
+            nice: None,
+        }
+    }
+}
+
+/// A seeded stream for a [`Cpu`] model's processing times.
+struct RngDraw<'a>(&'a mut StdRng);
+
+impl Draw for RngDraw<'_> {
+    fn uniform_u64(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0.gen_range(lo..=hi)
+    }
+    fn unit_f64(&mut self) -> f64 {
+        self.0.gen_range(f64::EPSILON..1.0)
+    }
+}
+
+/// One node and its ports (device `i` is node port `i`).
+pub struct NodeHost<D: Device> {
+    pub node: Box<dyn Node>,
+    pub devs: Vec<D>,
+    /// Emulated processing time before input (the core's [`Cpu`] model,
+    /// as the simulator uses it). Off by default: a live node takes the
+    /// time it takes. On, it makes a fast machine behave like the paper's
+    /// 2006 PC routers, whose forwarding time varied with interrupts and
+    /// bus contention — the source of FIFO's jitter in the ICC 2006
+    /// testbed. Frames keep their NIC receive time (`meta.arrival`), so
+    /// TDP stamps decode against it, as in the simulator.
+    pub cpu: Option<Cpu>,
+    rng: StdRng,
+    /// Wire emulation for links that have no rate of their own (veth):
+    /// per port, the propagation delay and the inter-frame gap at the
+    /// link's rate. A frame is handed to the device when its last bit
+    /// would have reached the far end of a real link of the port's
+    /// capacity (`tx_end − gap + delay`), so the next node receives it
+    /// when it would off a real wire — store and forward, as in the
+    /// simulator. `None` (real NICs, which serialise themselves): frames
+    /// go to the device at the start of their transmission.
+    pub wire: Option<Vec<(Duration, Duration)>>,
+    wire_q: Vec<VecDeque<(Instant, Vec<u8>)>>,
+    /// Per port: the rate and framing of a half-duplex port's emulated
+    /// NIC. Its frames go to the device at once, and the node hears
+    /// `handle_tx_done` when the frame's wire time at this rate has passed
+    /// (no collisions: the segment behind a live port is a bridge). A
+    /// half-duplex port without an entry is done as soon as the device
+    /// took the frame.
+    pub half_duplex: Vec<Option<(u64, Framing)>>,
+    /// Pending transmit-done reports: (when, port, status).
+    tx_done: VecDeque<(Instant, u16, TxStatus)>,
+    /// Events for applications the host does not run, counted and dropped
+    /// unless [`take_events`](Self::take_events) collects them.
+    events: VecDeque<Event>,
+    /// Keep at most this many undelivered events (0: drop them all).
+    pub event_limit: usize,
+    /// Events dropped because nobody collected them.
+    pub events_dropped: u64,
+    /// Frames the node sent that the device refused, per port.
+    pub tx_refused: Vec<u64>,
+    /// Receive errors other than "nothing waiting", per port.
+    pub rx_errors: Vec<u64>,
+}
+
+impl<D: Device> NodeHost<D> {
+    pub fn new(node: Box<dyn Node>, devs: Vec<D>) -> Self {
+        let n = devs.len();
+        NodeHost {
+            node,
+            devs,
+            cpu: None,
+            rng: StdRng::seed_from_u64(0),
+            wire: None,
+            wire_q: (0..n).map(|_| Default::default()).collect(),
+            half_duplex: vec![None; n],
+            tx_done: VecDeque::new(),
+            events: VecDeque::new(),
+            event_limit: 0,
+            events_dropped: 0,
+            tx_refused: vec![0; n],
+            rx_errors: vec![0; n],
+        }
+    }
+    /// Put the core's CPU model in front of the node, its processing times
+    /// drawn from a stream seeded with `seed`.
+    pub fn with_cpu(mut self, cpu: Cpu, seed: u64) -> Self {
+        self.cpu = Some(cpu);
+        self.rng = StdRng::seed_from_u64(seed);
+        self
+    }
+    /// The node as a router, if it is one.
+    pub fn router(&self) -> Option<&Router> {
+        self.node.as_any().downcast_ref::<Router>()
+    }
+    /// Events the node raised (deliveries to applications) since the last
+    /// call; only kept when [`event_limit`](Self::event_limit) is above 0.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        self.events.drain(..).collect()
+    }
+}
+
+/// Counters of the loop itself.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct LoopStats {
+    pub iterations: u64,
+    /// Times the driver slept in ppoll.
+    pub sleeps: u64,
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Deadlines served (each recorded in the lateness histogram).
+    pub deadlines: u64,
+    /// Deadlines served more than one spin margin late.
+    pub deadlines_missed: u64,
+}
+
+/// Per-port device counters, for results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PortReport {
+    /// The node's name (a router's, for the ICC 2006 labs).
+    pub router: String,
+    pub port: String,
+    pub device: DeviceStats,
+    pub tx_refused: u64,
+    pub rx_errors: u64,
+}
+
+/// What a run of the driver measured about itself.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DriverReport {
+    pub wall_s: f64,
+    pub stats: LoopStats,
+    /// How late each node deadline (`poll_timeout`) was served.
+    pub lateness: LatenessSummary,
+    /// Kernel receive timestamp to `handle_frame`.
+    pub rx_lag: LatenessSummary,
+    pub ports: Vec<PortReport>,
+}
+
+/// The real-time loop over a set of nodes.
+pub struct Driver<D: Device> {
+    pub hosts: Vec<NodeHost<D>>,
+    clock: Clock,
+    cfg: DriverConfig,
+    lateness: Lateness,
+    rx_lag: Lateness,
+    stats: LoopStats,
+    last_now: Instant,
+    wall: Duration,
+    /// Instants at which to call `on_mark` (counter snapshots).
+    marks: Vec<Instant>,
+    /// Frame buffers of sent frames, reused for received ones (no
+    /// allocation per frame in the steady state).
+    pool: Vec<Vec<u8>>,
+}
+
+/// Buffers kept for reuse.
+const POOL_MAX: usize = 4096;
+
+impl<D: Device> Driver<D> {
+    pub fn new(hosts: Vec<NodeHost<D>>, cfg: DriverConfig) -> Self {
+        Driver {
+            hosts,
+            clock: Clock::realtime().with_spin(cfg.spin),
+            cfg,
+            lateness: Lateness::new(),
+            rx_lag: Lateness::new(),
+            stats: LoopStats::default(),
+            last_now: Instant::ZERO,
+            wall: Duration::ZERO,
+            marks: Vec::new(),
+            pool: Vec::new(),
+        }
+    }
+
+    /// Ask for `on_mark(index, driver)` to be called once the clock passes
+    /// each instant (sorted), e.g. to snapshot counters at the end of a
+    /// warm-up.
+    pub fn set_marks(&mut self, mut marks: Vec<Instant>) {
+        marks.sort();
+        self.marks = marks;
+    }
+
+    fn now(&mut self) -> Instant {
+        let t = self.clock.now().max(self.last_now);
+        self.last_now = t;
+        t
+    }
+
+    /// Receive and transmit what is due at `now`. Returns frames moved.
+    pub fn step(&mut self, now: Instant) -> usize {
+        let mut moved = 0;
+        let batch = self.cfg.batch;
+        for h in &mut self.hosts {
+            for i in 0..h.devs.len() {
+                let node = &mut h.node;
+                let cpu = &mut h.cpu;
+                let rng = &mut h.rng;
+                let rx_lag = &mut self.rx_lag;
+                let pool = &mut self.pool;
+                let r = h.devs[i].recv_batch(batch, |f, ts| {
+                    rx_lag.record(ts, now);
+                    let meta = Meta {
+                        arrival: ts,
+                        ..Meta::default()
+                    };
+                    let mut v = pool.pop().unwrap_or_default();
+                    v.clear();
+                    v.extend_from_slice(f);
+                    match cpu {
+                        Some(c) => {
+                            // Refusals are counted in the model's `drops`.
+                            let _ = c.handle_frame(now, i as u16, v, meta, &mut RngDraw(rng));
+                        }
+                        None => node.handle_frame(now, i as u16, v, meta),
+                    }
+                });
+                match r {
+                    Ok(n) => moved += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => h.rx_errors[i] += 1,
+                }
+            }
+        }
+        self.stats.rx_frames += moved as u64;
+        for h in &mut self.hosts {
+            if let Some(c) = h.cpu.as_mut() {
+                while let Some((port, f, meta)) = c.poll_done(now, &mut RngDraw(&mut h.rng)) {
+                    h.node.handle_frame(now, port, f, meta);
+                    moved += 1;
+                }
+            }
+            while h.tx_done.front().is_some_and(|(t, _, _)| *t <= now) {
+                if let Some((_, port, status)) = h.tx_done.pop_front() {
+                    h.node.handle_tx_done(now, port, status);
+                }
+            }
+        }
+        for h in &mut self.hosts {
+            let mut sent_any = false;
+            h.node.handle_timeout(now);
+            while let Some(tx) = h.node.poll_transmit(now) {
+                let p = tx.port as usize;
+                let pkt = tx.pkt;
+                let Some(tx_end) = tx.tx_end else {
+                    // Half duplex: to the device now, done after its wire time.
+                    let done = match h.half_duplex.get(p).copied().flatten() {
+                        Some((rate, framing)) => {
+                            now + Duration::for_bytes(framing.wire_bytes(pkt.len()), rate)
+                        }
+                        None => now,
+                    };
+                    h.tx_done
+                        .push_back((done, tx.port, TxStatus::Sent { collisions: 0 }));
+                    if let Some(dev) = h.devs.get_mut(p) {
+                        if dev.send(&pkt.data).is_err() {
+                            h.tx_refused[p] += 1;
+                        } else {
+                            self.stats.tx_frames += 1;
+                            sent_any = true;
+                        }
+                    }
+                    if self.pool.len() < POOL_MAX {
+                        self.pool.push(pkt.data);
+                    }
+                    moved += 1;
+                    continue;
+                };
+                if let Some(wires) = &h.wire {
+                    let (delay, gap) = wires.get(p).copied().unwrap_or_default();
+                    let at = tx_end - gap + delay;
+                    if let Some(q) = h.wire_q.get_mut(p) {
+                        q.push_back((at, pkt.data));
+                    }
+                    moved += 1;
+                    continue;
+                }
+                let Some(dev) = h.devs.get_mut(p) else {
+                    continue;
+                };
+                // Errors are counted by the device too (tx_busy, ...).
+                if dev.send(&pkt.data).is_err() {
+                    h.tx_refused[p] += 1;
+                } else {
+                    self.stats.tx_frames += 1;
+                    sent_any = true;
+                }
+                if self.pool.len() < POOL_MAX {
+                    self.pool.push(pkt.data);
+                }
+                moved += 1;
+            }
+            while let Some(ev) = h.node.poll_event() {
+                if h.events.len() < h.event_limit {
+                    h.events.push_back(ev);
+                } else {
+                    h.events_dropped += 1;
+                }
+            }
+            for (p, q) in h.wire_q.iter_mut().enumerate() {
+                while q.front().is_some_and(|(t, _)| *t <= now) {
+                    let Some((_, f)) = q.pop_front() else { break };
+                    let Some(dev) = h.devs.get_mut(p) else {
+                        continue;
+                    };
+                    if dev.send(&f).is_err() {
+                        h.tx_refused[p] += 1;
+                    } else {
+                        self.stats.tx_frames += 1;
+                        sent_any = true;
+                    }
+                    if self.pool.len() < POOL_MAX {
+                        self.pool.push(f);
+                    }
+                    moved += 1;
+                }
+            }
+            if sent_any {
+                for (p, dev) in h.devs.iter_mut().enumerate() {
+                    if dev.flush().is_err() {
+                        h.tx_refused[p] += 1;
+                    }
+                }
+            }
+        }
+        moved
+    }
+
+    /// Earliest deadline of any node.
+    fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        self.hosts
+            .iter()
+            .flat_map(|h| {
+                let wire = h.wire_q.iter().filter_map(|q| q.front().map(|e| e.0)).min();
+                [
+                    h.node.poll_timeout(now),
+                    h.cpu.as_ref().and_then(|c| c.poll_timeout()),
+                    h.tx_done.front().map(|e| e.0),
+                    wire,
+                ]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Run until `stop` is set or the clock reaches `until`. `on_mark` is
+    /// called for each instant given to [`Driver::set_marks`] as it passes.
+    pub fn run(
+        &mut self,
+        stop: impl Fn() -> bool,
+        until: Option<Instant>,
+        mut on_mark: impl FnMut(usize, &Self),
+    ) {
+        let t0 = clock::monotonic_now();
+        let old_slack = clock::set_timer_slack(Duration(1));
+        let old_sched = self.cfg.realtime.and_then(set_realtime);
+        let old_nice = self.cfg.nice.and_then(set_nice);
+        let fds: Vec<_> = self
+            .hosts
+            .iter()
+            .flat_map(|h| h.devs.iter().map(|d| d.fd()))
+            .filter(|fd| *fd >= 0)
+            .collect();
+        let mut mark = 0;
+        let mut deadline: Option<Instant> = None;
+        while !stop() {
+            let now = self.now();
+            if until.is_some_and(|u| now >= u) {
+                break;
+            }
+            self.stats.iterations += 1;
+            while mark < self.marks.len() && now >= self.marks[mark] {
+                on_mark(mark, self);
+                mark += 1;
+            }
+            if let Some(d) = deadline {
+                if now >= d {
+                    let late = now - d;
+                    self.lateness.record_ns(late.as_nanos());
+                    self.stats.deadlines += 1;
+                    if late > self.cfg.spin {
+                        self.stats.deadlines_missed += 1;
+                    }
+                    deadline = None;
+                }
+            }
+            if self.step(now) > 0 {
+                continue;
+            }
+            let next = self.next_deadline(now);
+            if let Some(t) = next {
+                if t <= now {
+                    continue;
+                }
+                deadline = Some(t);
+            }
+            if self.cfg.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut wake = next.unwrap_or(now + self.cfg.max_sleep);
+            if let Some(u) = until {
+                wake = wake.min(u);
+            }
+            let left = wake.saturating_since(now);
+            if left > self.cfg.spin {
+                let sleep = (left - self.cfg.spin).min(self.cfg.max_sleep);
+                self.stats.sleeps += 1;
+                // A failing ppoll (never seen) degrades to busy-polling.
+                let _ = wait_readable(&fds, Some(sleep));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        clock::set_timer_slack(old_slack);
+        if let Some((policy, prio)) = old_sched {
+            restore_sched(policy, prio);
+        }
+        if let Some(n) = old_nice {
+            set_nice(n);
+        }
+        self.wall += clock::monotonic_now() - t0;
+    }
+
+    /// The driver's measurements and every port's device counters.
+    pub fn report(&mut self) -> DriverReport {
+        let mut ports = Vec::new();
+        for h in &mut self.hosts {
+            for (i, d) in h.devs.iter_mut().enumerate() {
+                ports.push(PortReport {
+                    router: h.node.name().to_string(),
+                    port: h.node.port_report(i as u16).name,
+                    device: d.stats(),
+                    tx_refused: h.tx_refused[i],
+                    rx_errors: h.rx_errors[i],
+                });
+            }
+        }
+        DriverReport {
+            wall_s: self.wall.as_secs_f64(),
+            stats: self.stats,
+            lateness: self.lateness.summary(),
+            rx_lag: self.rx_lag.summary(),
+            ports,
+        }
+    }
+}
+
+/// Put the calling thread under SCHED_FIFO at `prio`; returns the old
+/// policy and priority, or `None` (and changes nothing) if not permitted.
+fn set_realtime(prio: i32) -> Option<(i32, i32)> {
+    // SAFETY: pthread_getschedparam/setschedparam on the calling thread,
+    // with pointers to live locals.
+    unsafe {
+        let me = libc::pthread_self();
+        let mut policy = 0;
+        let mut old: libc::sched_param = std::mem::zeroed();
+        if libc::pthread_getschedparam(me, &mut policy, &mut old) != 0 {
+            return None;
+        }
+        let p = libc::sched_param {
+            sched_priority: prio.clamp(1, 99),
+        };
+        if libc::pthread_setschedparam(me, libc::SCHED_FIFO, &p) != 0 {
+            return None;
+        }
+        Some((policy, old.sched_priority))
+    }
+}
+
+/// Set the calling thread's nice value; returns the old one.
+pub(crate) fn set_nice(nice: i32) -> Option<i32> {
+    // SAFETY: gettid has no preconditions; getpriority/setpriority act on
+    // the calling thread's id (Linux: per-thread nice values).
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        *libc::__errno_location() = 0;
+        let old = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if old == -1 && *libc::__errno_location() != 0 {
+            return None;
+        }
+        (libc::setpriority(libc::PRIO_PROCESS, tid, nice.clamp(-20, 19)) == 0).then_some(old)
+    }
+}
+
+fn restore_sched(policy: i32, prio: i32) {
+    let p = libc::sched_param { sched_priority: prio };
+    // SAFETY: as in `set_realtime`.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), policy, &p) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::mem_pair;
+    use qosnet_core::arp::{self, Arp, ARP_REPLY, ARP_REQUEST};
+    use qosnet_core::node::Duplex;
+    use qosnet_core::route::Route;
+    use qosnet_core::router::PortConfig;
+    use qosnet_core::sched::Fifo;
+    use qosnet_core::wire::{self, MacAddr, UdpSpec};
+    use std::net::Ipv4Addr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    /// A router between two in-memory wires, paced at 10 Mb/s: a burst of
+    /// frames leaves at the link rate, after ARP resolution, with the
+    /// driver measuring its own lateness.
+    #[test]
+    fn paces_at_link_rate_after_arp() {
+        let mut r = Router::new("R");
+        let (a_host, a_r) = mem_pair();
+        let (b_host, b_r) = mem_pair();
+        for (i, addr) in ["10.0.1.254", "10.0.2.254"].into_iter().enumerate() {
+            r.add_port(
+                PortConfig {
+                    name: format!("p{i}"),
+                    mac: MacAddr::local(i as u32 + 1),
+                    ip: ip(addr),
+                    prefix_len: 24,
+                    rate_bps: 10_000_000,
+                    framing: Framing::default(),
+                    peer_mac: None,
+                    tdp_peer: false,
+                    duplex: Duplex::Full,
+                },
+                Box::new(Fifo::new(1000, 1 << 20)),
+            );
+        }
+        r.routes.add(Route::new(ip("10.0.1.0"), 24, 0)).unwrap();
+        r.routes.add(Route::new(ip("10.0.2.0"), 24, 1)).unwrap();
+        r.resolve_on_start(1, ip("10.0.2.1"));
+        let host = NodeHost::new(Box::new(r), vec![a_r, b_r]);
+        let mut d = Driver::new(vec![host], DriverConfig::default());
+        let (mut a_host, mut b_host) = (a_host, b_host);
+        // h2 answers the router's ARP request from a helper thread.
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h2 = std::thread::spawn(move || {
+            let h2_mac = MacAddr::local(100);
+            let mut data = Vec::new();
+            while !s2.load(Ordering::Relaxed) {
+                let mut got = Vec::new();
+                b_host.recv_batch(64, |f, t| got.push((t, f.to_vec()))).unwrap();
+                for (t, f) in got {
+                    match arp::parse_arp(&f) {
+                        Ok(a) if a.oper == ARP_REQUEST && a.tpa == ip("10.0.2.1") => {
+                            let rep = Arp {
+                                oper: ARP_REPLY,
+                                sha: h2_mac,
+                                spa: a.tpa,
+                                tha: a.sha,
+                                tpa: a.spa,
+                            };
+                            b_host.send(&arp::build_arp(h2_mac, a.sha, &rep)).unwrap();
+                        }
+                        Ok(_) => {}
+                        Err(_) => data.push((t.as_nanos(), f)),
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            data
+        });
+        for k in 0..20u16 {
+            let f = wire::build_udp(
+                &UdpSpec {
+                    src_mac: MacAddr::local(50),
+                    dst_mac: MacAddr::local(1),
+                    src: ip("10.0.1.1"),
+                    dst: ip("10.0.2.1"),
+                    sport: 1,
+                    dport: 2,
+                    tos: 0,
+                    ttl: 64,
+                    ident: k,
+                },
+                1000,
+                &[],
+            );
+            a_host.send(&f).unwrap();
+        }
+        d.run(
+            || false,
+            Some(clock::now() + Duration::from_millis(100)),
+            |_, _| {},
+        );
+        stop.store(true, Ordering::Relaxed);
+        let data = h2.join().unwrap();
+        assert_eq!(data.len(), 20, "all forwarded once resolved");
+        for (_, f) in &data {
+            assert_eq!(wire::eth_dst(f), Some(MacAddr::local(100)));
+            assert_eq!(wire::parse_ipv4(f).unwrap().ttl, 63);
+        }
+        // 20 frames of 1014 + 24 wire bytes at 10 Mb/s: 830.4 µs apart,
+        // 15.8 ms in all (arrival times are the reader's, polled every
+        // 200 µs, so allow slack).
+        let span = data.last().unwrap().0 - data[0].0;
+        assert!((14_000_000..40_000_000).contains(&span), "span {span} ns");
+        let rep = d.report();
+        assert_eq!(rep.ports.len(), 2);
+        assert!(rep.stats.deadlines >= 19, "{:?}", rep.stats);
+        assert!(rep.lateness.count > 0);
+        let r = d.hosts[0].router().unwrap();
+        assert_eq!(r.counters.control_count("arp_resolved"), 1);
+    }
+}

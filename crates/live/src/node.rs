@@ -1,0 +1,449 @@
+//! One node of a scenario on real interfaces.
+//!
+//! Whatever its kind (router, switch, ...), a scenario node becomes a
+//! sans-IO node from the scenario crate's builder registry
+//! ([`qosnet_scenario::build::build_node`]), and this module puts it on
+//! AF_PACKET ports with what live mode adds: transmit catch-up for late
+//! wake-ups, ARP warm-up of point-to-point peers, wire and CPU emulation.
+//! Labs use it for every qosnet node they host, in one process or one
+//! process per node (`qosnet node`), and `qosnet node --config FILE` uses
+//! it for a node on a real machine's NICs.
+//!
+//! A node process reports what it did as a [`NodeReport`] (JSON): its
+//! counters, each port's counters, and snapshots of the port counters at
+//! the instants it was asked to mark (the end of a warm-up, the end of a
+//! run), so a lab can compute link loads over its measurement window from
+//! reports of separate processes as from its own driver.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use qosnet_core::node::cpu::Cpu;
+use qosnet_core::router::Router;
+use qosnet_core::time::{Duration, Instant};
+use qosnet_scenario::build::{build_node, BuildOpts, Setup};
+use qosnet_scenario::topo::Network;
+use qosnet_scenario::{NodeKind, Scenario};
+use serde::{Deserialize, Serialize};
+
+use crate::afpacket::{AfPacket, AfPacketConfig};
+use crate::device::Device;
+use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
+
+/// How a node is put on its ports.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    pub afpacket: AfPacketConfig,
+    /// Emulate each link's rate and delay (veth has neither).
+    pub emulate_wire: bool,
+    /// Emulate the scenario's per-frame processing time.
+    pub emulate_cpu: bool,
+    /// Answer with the interfaces' own MACs (real NICs), not the
+    /// scenario's (labs give their veths the scenario's MACs).
+    pub nic_macs: bool,
+    /// Longest transmit catch-up after a late wake-up (see
+    /// [`Router::set_transmit_catch_up`]).
+    pub catch_up: Duration,
+    /// Seed of the CPU model's processing times.
+    pub seed: u64,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            afpacket: AfPacketConfig::default(),
+            emulate_wire: false,
+            emulate_cpu: false,
+            nic_macs: false,
+            catch_up: Duration::from_millis(5),
+            seed: 1,
+        }
+    }
+}
+
+/// Where node port `k` is: an interface, in a namespace or the current one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortPlace {
+    pub ifname: String,
+    pub netns: Option<String>,
+}
+
+/// Build scenario node `i` and open its ports (`places[k]` for port `k`).
+pub fn open(
+    sc: &Scenario,
+    net: &Network,
+    setup: &Setup,
+    i: usize,
+    build: &BuildOpts,
+    places: &[PortPlace],
+    o: &OpenOptions,
+) -> Result<NodeHost<AfPacket>, String> {
+    let name = &sc.nodes[i].name;
+    let mut node = build_node(sc, net, setup, i, build)?
+        .ok_or_else(|| format!("node {name} is a {}, not a qosnet node", sc.nodes[i].kind_name()))?;
+    let ifaces = &net.nodes[i].ifaces;
+    if places.len() != ifaces.len() {
+        return Err(format!(
+            "node {name} has {} ports but {} interfaces were given",
+            ifaces.len(),
+            places.len()
+        ));
+    }
+    let mut devs = Vec::new();
+    for (k, (f, p)) in ifaces.iter().zip(places).enumerate() {
+        let dev = match &p.netns {
+            Some(ns) => AfPacket::open_in(ns, &p.ifname, &o.afpacket),
+            None => AfPacket::open(&p.ifname, &o.afpacket),
+        }
+        .map_err(|e| format!("node {name}: opening {}: {e}", p.ifname))?;
+        if let Some(r) = node.as_any_mut().downcast_mut::<Router>() {
+            if o.nic_macs {
+                if let Some(port) = r.port_mut(k as u16) {
+                    port.cfg.mac = dev.mac();
+                }
+            }
+            // A point-to-point peer is known at once; neighbours on a
+            // shared domain are resolved when traffic needs them.
+            if !f.peer_ip.is_unspecified() {
+                r.resolve_on_start(k as u16, f.peer_ip);
+            }
+        }
+        devs.push(dev);
+    }
+    if let Some(r) = node.as_any_mut().downcast_mut::<Router>() {
+        r.set_transmit_catch_up(o.catch_up);
+    }
+    let mut h = NodeHost::new(node, devs);
+    if o.emulate_wire {
+        // veth has no rate: emulate the scenario's wires.
+        h.wire = Some(
+            ifaces
+                .iter()
+                .map(|f| {
+                    let l = &sc.links[f.link];
+                    (l.delay, Duration::for_bytes(l.framing.ifg as u64, l.capacity_bps))
+                })
+                .collect(),
+        );
+    }
+    if o.emulate_cpu {
+        if let NodeKind::Router(spec) = &sc.nodes[i].kind {
+            h = h.with_cpu(Cpu::new(spec.processing, spec.input_queue), o.seed);
+        }
+    }
+    Ok(h)
+}
+
+/// One port's counters at a mark: tx packets, tx frame bytes, tx wire
+/// bytes, rx packets, rx bytes.
+pub type PortSnap = (u64, u64, u64, u64, u64);
+
+/// What a node did, for results: kept by labs for the nodes they host and
+/// written as JSON by `qosnet node --report FILE`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub name: String,
+    pub kind: String,
+    /// Node-wide counters (as in results.json's `nodes[].counters`).
+    pub counters: BTreeMap<String, u64>,
+    pub ports: Vec<PortStat>,
+    /// Port counters at each mark, in mark order.
+    pub snapshots: Vec<Vec<PortSnap>>,
+    /// Frames the CPU model dropped (input queue full), if emulated.
+    pub cpu_drops: Option<u64>,
+}
+
+/// One port of a [`NodeReport`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PortStat {
+    pub name: String,
+    pub scheduler: String,
+    pub queued: u64,
+    pub drops: BTreeMap<String, u64>,
+    pub counters: BTreeMap<String, u64>,
+    pub tx_refused: u64,
+    pub rx_errors: u64,
+    /// How the node classified what it received (router: `not_for_us`, ...).
+    pub rx_counters: BTreeMap<String, u64>,
+}
+
+/// The port counters of a hosted node now.
+pub fn snapshot<D: Device>(h: &NodeHost<D>) -> Vec<PortSnap> {
+    (0..h.node.port_count())
+        .map(|p| {
+            let r = h.node.port_report(p as u16);
+            (r.tx_pkts, r.tx_bytes, r.tx_wire_bytes, r.rx_pkts, r.rx_bytes)
+        })
+        .collect()
+}
+
+/// A hosted node's report (snapshots are the caller's).
+pub fn report<D: Device>(h: &NodeHost<D>, kind: &str) -> NodeReport {
+    let n = &h.node;
+    let ports = (0..n.port_count())
+        .map(|p| {
+            let r = n.port_report(p as u16);
+            PortStat {
+                name: r.name,
+                scheduler: r.scheduler,
+                queued: r.queued,
+                drops: r.drops.into_iter().collect(),
+                counters: r.counters.into_iter().collect(),
+                tx_refused: h.tx_refused.get(p).copied().unwrap_or(0),
+                rx_errors: h.rx_errors.get(p).copied().unwrap_or(0),
+                rx_counters: r.rx_counters.into_iter().collect(),
+            }
+        })
+        .collect();
+    NodeReport {
+        name: n.name().to_string(),
+        kind: kind.to_string(),
+        counters: n.counters().into_iter().collect(),
+        ports,
+        snapshots: Vec::new(),
+        cpu_drops: h.cpu.as_ref().map(|c| c.drops),
+    }
+}
+
+/// `qosnet node --config FILE` (and `qosnet router --config FILE`): which
+/// node of which scenario this process is, and where its ports are.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub scenario: PathBuf,
+    pub node: String,
+    /// Scenario neighbour (or the switch or segment a port is on) → local
+    /// interface.
+    pub ports: BTreeMap<String, String>,
+    pub netns: Option<String>,
+    pub sets: Vec<String>,
+    pub emulate_wire: bool,
+    pub emulate_cpu: bool,
+    /// Write the [`NodeReport`] (with the driver's report) here on exit.
+    pub report: Option<PathBuf>,
+    /// Create this file once the node's ports are open (a lab waits for it).
+    pub ready: Option<PathBuf>,
+    /// Per flow, the source address its sender really uses where that is
+    /// not its host's (a lab's split hosts; see `BuildOpts::flow_src`).
+    pub flow_src: Vec<Option<std::net::Ipv4Addr>>,
+    /// CLOCK_REALTIME instants at which to snapshot port counters.
+    pub marks: Vec<Instant>,
+    /// Stop at this CLOCK_REALTIME instant, if given.
+    pub until: Option<Instant>,
+}
+
+impl NodeConfig {
+    /// Read a node config file (TOML; docs/router-config.md). Paths in it
+    /// are relative to the file.
+    pub fn from_file(path: &Path) -> Result<NodeConfig, String> {
+        let shown = path.display();
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {shown}: {e}"))?;
+        let v: toml::Table = toml::from_str(&text).map_err(|e| format!("{shown}: {e}"))?;
+        let known = [
+            "scenario",
+            "node",
+            "ports",
+            "netns",
+            "set",
+            "emulate_wire",
+            "emulate_cpu",
+            "report",
+            "ready",
+            "marks",
+            "until",
+            "flow_src",
+        ];
+        if let Some(k) = v.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!(
+                "{shown}: unknown key `{k}` (known: {})",
+                known.join(", ")
+            ));
+        }
+        let s = |k: &str| -> Result<Option<String>, String> {
+            match v.get(k) {
+                None => Ok(None),
+                Some(toml::Value::String(x)) => Ok(Some(x.clone())),
+                Some(_) => Err(format!("{shown}: `{k}` must be a string")),
+            }
+        };
+        let b = |k: &str| -> Result<bool, String> {
+            match v.get(k) {
+                None => Ok(false),
+                Some(toml::Value::Boolean(x)) => Ok(*x),
+                Some(_) => Err(format!("{shown}: `{k}` must be true or false")),
+            }
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let scenario = s("scenario")?.ok_or_else(|| format!("{shown}: `scenario = \"FILE\"` is required"))?;
+        let node = s("node")?.ok_or_else(|| format!("{shown}: `node = \"NAME\"` is required"))?;
+        let mut ports = BTreeMap::new();
+        match v.get("ports") {
+            None => {}
+            Some(toml::Value::Table(t)) => {
+                for (k, x) in t {
+                    let ifname = x
+                        .as_str()
+                        .ok_or_else(|| format!("{shown}: ports.{k} must be an interface name"))?;
+                    ports.insert(k.clone(), ifname.to_string());
+                }
+            }
+            Some(_) => {
+                return Err(format!(
+                    "{shown}: [ports] must be a table of NEIGHBOUR = \"IFNAME\""
+                ))
+            }
+        }
+        let sets = match v.get("set") {
+            None => Vec::new(),
+            Some(toml::Value::Array(a)) => a
+                .iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| format!("{shown}: `set` lists strings \"KEY=VALUE\""))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(format!("{shown}: `set` must be a list of \"KEY=VALUE\"")),
+        };
+        // CLOCK_REALTIME nanoseconds (labs write these for their nodes).
+        let ns = |x: &toml::Value, k: &str| -> Result<Instant, String> {
+            x.as_integer()
+                .filter(|n| *n >= 0)
+                .map(|n| Instant(n as u64))
+                .ok_or_else(|| format!("{shown}: `{k}` takes CLOCK_REALTIME nanoseconds"))
+        };
+        let marks = match v.get("marks") {
+            None => Vec::new(),
+            Some(toml::Value::Array(a)) => a.iter().map(|x| ns(x, "marks")).collect::<Result<_, _>>()?,
+            Some(_) => return Err(format!("{shown}: `marks` must be a list")),
+        };
+        let until = v.get("until").map(|x| ns(x, "until")).transpose()?;
+        // "" for a flow whose sender is its host.
+        let flow_src = match v.get("flow_src") {
+            None => Vec::new(),
+            Some(toml::Value::Array(a)) => a
+                .iter()
+                .map(|x| match x.as_str() {
+                    Some("") => Ok(None),
+                    Some(a) => a
+                        .parse()
+                        .map(Some)
+                        .map_err(|_| format!("{shown}: flow_src `{a}` is not an IPv4 address")),
+                    None => Err(format!("{shown}: `flow_src` lists addresses")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(format!("{shown}: `flow_src` must be a list")),
+        };
+        Ok(NodeConfig {
+            scenario: dir.join(scenario),
+            node,
+            ports,
+            netns: s("netns")?,
+            sets,
+            emulate_wire: b("emulate_wire")?,
+            emulate_cpu: b("emulate_cpu")?,
+            report: s("report")?.map(|r| dir.join(r)),
+            ready: s("ready")?.map(|r| dir.join(r)),
+            flow_src,
+            marks,
+            until,
+        })
+    }
+
+    /// The places of node `i`'s ports from `[ports]`: every port's peer
+    /// (neighbour, switch or segment) must be named, and nothing else.
+    pub fn places(&self, sc: &Scenario, net: &Network, i: usize) -> Result<Vec<PortPlace>, String> {
+        let mut out = Vec::new();
+        for f in &net.nodes[i].ifaces {
+            let peer = &sc.nodes[f.peer].name;
+            let ifname = self.ports.get(peer).ok_or_else(|| {
+                format!(
+                    "[ports] lacks `{peer} = \"IFNAME\"` (the port of {} towards {peer})",
+                    self.node
+                )
+            })?;
+            out.push(PortPlace {
+                ifname: ifname.clone(),
+                netns: self.netns.clone(),
+            });
+        }
+        for extra in self.ports.keys() {
+            if !net.nodes[i]
+                .ifaces
+                .iter()
+                .any(|f| &sc.nodes[f.peer].name == extra)
+            {
+                return Err(format!(
+                    "[ports] names {extra}, which is not a neighbour of {}",
+                    self.node
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Everything a node process writes on exit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeRun {
+    pub node: NodeReport,
+    pub driver: DriverReport,
+}
+
+/// Run one node as configured until `stop` returns true (or `cfg.until`);
+/// returns its report and the driver's.
+pub fn run(
+    cfg: &NodeConfig,
+    driver: DriverConfig,
+    o: &OpenOptions,
+    stop: impl Fn() -> bool,
+    on_ready: impl FnOnce(&NodeHost<AfPacket>),
+) -> Result<(NodeReport, DriverReport), String> {
+    let path = cfg.scenario.to_string_lossy();
+    let sc = qosnet_scenario::load_file(&path, &cfg.sets).map_err(|e| e.to_string())?;
+    let net = Network::build(&sc).map_err(|e| format!("{}: {e}", sc.source))?;
+    let i = sc
+        .node_index(&cfg.node)
+        .ok_or_else(|| format!("{}: no node named {}", sc.source, cfg.node))?;
+    let setup = Setup::new(&sc, &net)?;
+    let places = cfg.places(&sc, &net, i)?;
+    let o = OpenOptions {
+        emulate_wire: cfg.emulate_wire || o.emulate_wire,
+        emulate_cpu: cfg.emulate_cpu || o.emulate_cpu,
+        seed: sc.seed.wrapping_add(i as u64),
+        ..o.clone()
+    };
+    let build = BuildOpts {
+        static_peer_macs: false,
+        flow_src: cfg.flow_src.clone(),
+    };
+    let h = open(&sc, &net, &setup, i, &build, &places, &o)?;
+    on_ready(&h);
+    if let Some(r) = &cfg.ready {
+        std::fs::write(r, b"").map_err(|e| format!("writing {}: {e}", r.display()))?;
+    }
+    let kind = sc.nodes[i].kind_name();
+    let mut d = Driver::new(vec![h], driver);
+    d.set_marks(cfg.marks.clone());
+    let mut snaps = Vec::new();
+    d.run(stop, cfg.until, |_, d| {
+        if let Some(h) = d.hosts.first() {
+            snaps.push(snapshot(h));
+        }
+    });
+    let dr = d.report();
+    let mut rep = d.hosts.first().map(|h| report(h, kind)).unwrap_or_default();
+    rep.snapshots = snaps;
+    if let Some(p) = &cfg.report {
+        let run = NodeRun {
+            node: rep.clone(),
+            driver: dr.clone(),
+        };
+        let text = serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?;
+        // Written whole then renamed, so a reader never sees half a report.
+        let tmp = p.with_extension("tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|_| std::fs::rename(&tmp, p))
+            .map_err(|e| format!("writing {}: {e}", p.display()))?;
+    }
+    Ok((rep, dr))
+}
