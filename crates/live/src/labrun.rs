@@ -296,14 +296,12 @@ pub fn open_nodes(
     Ok((hosts, index))
 }
 
-/// Whether scenario node `i` runs as a qosnet node (routers and switches
-/// — the same switch code as in the simulator, with VLANs and finite
-/// port buffers; hosts are namespaces, segments Linux bridges).
+/// Whether scenario node `i` runs as a qosnet node: every kind the
+/// builder registry builds (routers, switches — the same code as in the
+/// simulator); hosts are kernel stacks in namespaces, segments Linux
+/// bridges. A new node kind needs no change here.
 fn hosted_here(sc: &Scenario, i: usize) -> bool {
-    matches!(
-        sc.nodes[i].kind,
-        qosnet_scenario::NodeKind::Router(_) | qosnet_scenario::NodeKind::Switch(_)
-    )
+    !sc.nodes[i].is_host() && !sc.nodes[i].is_medium()
 }
 
 /// Settings of a live run.

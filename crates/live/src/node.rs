@@ -23,7 +23,7 @@ use qosnet_core::router::Router;
 use qosnet_core::time::{Duration, Instant};
 use qosnet_scenario::build::{build_node, BuildOpts, Setup};
 use qosnet_scenario::topo::Network;
-use qosnet_scenario::{NodeKind, Scenario};
+use qosnet_scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
 use crate::afpacket::{AfPacket, AfPacketConfig};
@@ -127,8 +127,8 @@ pub fn open(
         );
     }
     if o.emulate_cpu {
-        if let NodeKind::Router(spec) = &sc.nodes[i].kind {
-            h = h.with_cpu(Cpu::new(spec.processing, spec.input_queue), o.seed);
+        if let Some((processing, queue)) = sc.nodes[i].cpu() {
+            h = h.with_cpu(Cpu::new(processing, queue), o.seed);
         }
     }
     Ok(h)

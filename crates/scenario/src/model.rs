@@ -337,6 +337,11 @@ impl Node {
     pub fn is_l2(&self) -> bool {
         matches!(self.kind, NodeKind::Switch(_) | NodeKind::Segment(_))
     }
+    /// A medium rather than a device (a shared segment): its ports are the
+    /// stations' drop cables, whose traffic the stations report.
+    pub fn is_medium(&self) -> bool {
+        matches!(self.kind, NodeKind::Segment(_))
+    }
     /// An IP end system (a host): it sends and receives flows.
     pub fn is_host(&self) -> bool {
         matches!(self.kind, NodeKind::Host(_))

@@ -18,7 +18,7 @@ use qosnet_core::wire::{self, UdpSpec};
 use qosnet_core::{Duration, Instant, Meta, Packet};
 use qosnet_scenario::results::{EngineResult, LinkResult, NodeResult, Results};
 use qosnet_scenario::topo::Network;
-use qosnet_scenario::{NodeKind, Scenario};
+use qosnet_scenario::Scenario;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -690,7 +690,7 @@ impl Sim {
             let name = &self.sc.nodes[i].name;
             // A segment's own "ports" are its stations' drop cables: the
             // stations report what they sent; the bus has its own section.
-            let ports = if self.sc.nodes[i].is_l2() && !matches!(self.sc.nodes[i].kind, NodeKind::Switch(_)) {
+            let ports = if self.sc.nodes[i].is_medium() {
                 &[][..]
             } else {
                 &self.net.nodes[i].ifaces[..]
