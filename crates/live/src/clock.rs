@@ -328,20 +328,40 @@ mod tests {
 
     #[test]
     fn wait_until_is_never_early_and_rarely_late() {
+        // Never early is guaranteed. How late depends on whether other
+        // processes keep this thread waiting for a CPU, which the kernel
+        // tells us (run-queue wait in /proc/thread-self/schedstat): a wait
+        // during which the thread sat runnable but not running for more
+        // than 10 us is explained by contention, and only the others are
+        // held to the bound.
+        fn runqueue_wait_ns() -> Option<u64> {
+            let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+            s.split_whitespace().nth(1)?.parse().ok()
+        }
         for clock in [Clock::realtime(), Clock::monotonic()] {
             let mut late = Lateness::new();
-            let start = clock.now();
-            for i in 1..=50u64 {
-                let deadline = start + Duration::from_micros(300 * i);
+            let mut contended = 0;
+            for _ in 0..50 {
+                // Each deadline from now: one late wake-up must not make
+                // the following deadlines past ones.
+                let deadline = clock.now() + Duration::from_micros(300);
+                let before = runqueue_wait_ns();
                 let woke = clock.wait_until(deadline);
                 assert!(woke >= deadline);
-                late.record(deadline, woke);
+                match (before, runqueue_wait_ns()) {
+                    (Some(a), Some(b)) if b.saturating_sub(a) > 10_000 => contended += 1,
+                    _ => late.record(deadline, woke),
+                }
             }
             let s = late.summary();
-            assert_eq!(s.count, 50);
-            // Loose bound: a shared 2-core CI machine can preempt us, but
-            // the median wake-up of a spinning wait is within microseconds.
-            assert!(s.p50_ns < 50_000, "{clock:?}: {s}");
+            // The median wake-up of a spinning wait is within microseconds.
+            if s.count >= 25 {
+                assert!(s.p50_ns < 50_000, "{clock:?}: {s} ({contended} waits contended)");
+            } else {
+                eprintln!(
+                    "NOTE: {contended} of 50 waits kept off the CPU by other processes: lateness not checked"
+                );
+            }
         }
         // A past deadline returns at once.
         let c = Clock::monotonic();
