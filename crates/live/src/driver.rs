@@ -612,6 +612,11 @@ mod tests {
         // h2 answers the router's ARP request from a helper thread.
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
+        // Frames h2 has seen: the driver runs until all 20 are through (or
+        // 5 s, on a machine stalled that long), not for a fixed window that
+        // a loaded machine may not fit in.
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen2 = seen.clone();
         let h2 = std::thread::spawn(move || {
             let h2_mac = MacAddr::local(100);
             let mut data = Vec::new();
@@ -631,7 +636,10 @@ mod tests {
                             b_host.send(&arp::build_arp(h2_mac, a.sha, &rep)).unwrap();
                         }
                         Ok(_) => {}
-                        Err(_) => data.push((t.as_nanos(), f)),
+                        Err(_) => {
+                            data.push((t.as_nanos(), f));
+                            seen2.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
                 std::thread::sleep(std::time::Duration::from_micros(200));
@@ -657,8 +665,8 @@ mod tests {
             a_host.send(&f).unwrap();
         }
         d.run(
-            || false,
-            Some(clock::now() + Duration::from_millis(100)),
+            || seen.load(Ordering::Relaxed) >= 20,
+            Some(clock::now() + Duration::from_secs(5)),
             |_, _| {},
         );
         stop.store(true, Ordering::Relaxed);
