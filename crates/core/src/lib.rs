@@ -22,6 +22,7 @@ pub mod stsdr;
 pub mod switch;
 pub mod tdp;
 pub mod time;
+pub mod traffic;
 pub mod wire;
 
 pub use packet::{Color, Framing, Meta, Packet};

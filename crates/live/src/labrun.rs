@@ -37,7 +37,7 @@ use qosnet_core::time::{Duration, Instant};
 use qosnet_scenario::build::{tdp_setup, BuildOpts, Setup};
 use qosnet_scenario::results::{DelayStats, EngineResult, FlowResult, LinkResult, NodeResult, Results};
 use qosnet_scenario::topo::Network;
-use qosnet_scenario::{Pattern, Scenario, SizeDist};
+use qosnet_scenario::Scenario;
 use serde::Serialize;
 
 use crate::afpacket::{AfPacket, AfPacketConfig};
@@ -736,15 +736,9 @@ fn warm_arp(lab: &Lab, node: &str, from: Ipv4Addr, to: Ipv4Addr) -> Result<(), S
 fn gen_config(sc: &Scenario, fi: usize, net: &Network, src: Ipv4Addr, t0: Instant) -> GenConfig {
     let f = &sc.flows[fi];
     let dst = SocketAddrV4::new(net.host_ip(f.to), f.dport);
-    let size = match f.size {
-        SizeDist::Fixed(b) => traffic::SizeDist::Fixed(b),
-        SizeDist::Imix => traffic::SizeDist::Imix,
-    };
-    let pattern = match f.pattern {
-        Pattern::Cbr => traffic::Pattern::Cbr,
-        Pattern::Poisson => traffic::Pattern::Poisson,
-        Pattern::OnOff { on, off } => traffic::Pattern::OnOff { on, off },
-    };
+    // One definition of sizes and patterns (qosnet_core::traffic) for
+    // the simulator and the generator.
+    let (size, pattern) = (f.size, f.pattern);
     let start = t0 + f.start;
     let stop = t0 + f.stop.map_or(sc.duration, |s| s.min(sc.duration));
     GenConfig {

@@ -51,93 +51,24 @@ impl Rate {
     }
 }
 
-/// When packets leave.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Pattern {
-    /// Constant bit rate: packet k at `start + k / pps`.
-    Cbr,
-    /// Exponential gaps with mean `1 / pps`.
-    Poisson,
-    /// CBR spacing during `on`, silence during `off`, repeating from start.
-    OnOff { on: Duration, off: Duration },
+pub use qosnet_core::traffic::{Pattern, Schedule, SizeDist};
+
+/// IP size of one generated packet: the flow's distribution, grown to
+/// [`MIN_IP_SIZE`] when smaller (a UDP payload must carry the probe).
+pub fn sample_size(size: &SizeDist, rng: &mut StdRng) -> usize {
+    size.sample(&mut RngDraw(rng))
+        .clamp(MIN_IP_SIZE, 65_507 + IP_UDP_HDR)
 }
 
-/// IP packet sizes.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub enum SizeDist {
-    /// Every packet this many IP bytes (at least [`MIN_IP_SIZE`]).
-    Fixed(u32),
-    /// Simple IMIX, 7 : 4 : 1 of 40, 576 and 1500 IP bytes; the 40-byte
-    /// packets grow to [`MIN_IP_SIZE`] to carry the probe.
-    Imix,
-}
+/// `rand` behind the core's [`Draw`](qosnet_core::node::cpu::Draw).
+pub struct RngDraw<'a>(pub &'a mut StdRng);
 
-impl SizeDist {
-    /// Nominal mean IP size (what a bit rate converts with).
-    pub fn mean(&self) -> f64 {
-        match self {
-            SizeDist::Fixed(b) => *b as f64,
-            SizeDist::Imix => (7.0 * 40.0 + 4.0 * 576.0 + 1500.0) / 12.0,
-        }
+impl qosnet_core::node::cpu::Draw for RngDraw<'_> {
+    fn uniform_u64(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0.gen_range(lo..=hi)
     }
-    /// IP size of one packet (never below [`MIN_IP_SIZE`]).
-    pub fn sample(&self, rng: &mut impl Rng) -> usize {
-        let s = match self {
-            SizeDist::Fixed(b) => *b as usize,
-            SizeDist::Imix => match rng.gen_range(0..12) {
-                0..=6 => 40,
-                7..=10 => 576,
-                _ => 1500,
-            },
-        };
-        s.clamp(MIN_IP_SIZE, 65_507 + IP_UDP_HDR)
-    }
-}
-
-/// Send times of one flow, relative to its start, in nanoseconds; the same
-/// arithmetic as the simulator's sources (f64 so CBR phases never drift).
-#[derive(Clone, Debug)]
-pub struct Schedule {
-    pattern: Pattern,
-    gap_ns: f64,
-    k: u64,
-    next_ns: f64,
-}
-
-impl Schedule {
-    pub fn new(pattern: Pattern, pps: f64) -> Self {
-        Schedule {
-            pattern,
-            gap_ns: if pps > 0.0 { 1e9 / pps } else { f64::INFINITY },
-            k: 0,
-            next_ns: 0.0,
-        }
-    }
-    /// Offset of the next packet from the start; the first is at 0.
-    pub fn next(&mut self, rng: &mut impl Rng) -> u64 {
-        let t = self.next_ns;
-        self.k += 1;
-        self.next_ns = match self.pattern {
-            Pattern::Cbr => self.k as f64 * self.gap_ns,
-            Pattern::Poisson => {
-                // Inverse transform: -ln(1 - U) is Exp(1), U in [0, 1).
-                let u: f64 = rng.gen();
-                t - (1.0 - u).ln() * self.gap_ns
-            }
-            Pattern::OnOff { on, off } => {
-                let (on, off) = (on.as_nanos() as f64, off.as_nanos() as f64);
-                let mut n = t + self.gap_ns;
-                let period = on + off;
-                if period > 0.0 {
-                    let phase = n % period;
-                    if phase >= on {
-                        n += period - phase;
-                    }
-                }
-                n
-            }
-        };
-        t.round().min(u64::MAX as f64) as u64
+    fn unit_f64(&mut self) -> f64 {
+        self.0.gen_range(f64::EPSILON..1.0)
     }
 }
 
@@ -253,7 +184,7 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
 
     let clock = Clock::realtime().with_spin(cfg.spin);
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let mut sched = Schedule::new(cfg.pattern, cfg.rate.pps(cfg.size.mean()));
+    let mut sched = Schedule::new(cfg.pattern, cfg.rate.pps(cfg.size.mean()), Duration::ZERO);
     let start = cfg.start.unwrap_or_else(|| clock.now());
     let end = cfg.duration.map(|d| start + d);
     let mut rep = GenReport {
@@ -265,11 +196,16 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
     let mut buf = vec![0u8; 65_535];
     let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) && cfg.count.is_none_or(|c| seq < c) {
-        let at = start + Duration(sched.next(&mut rng));
+        let offset = if seq == 0 {
+            sched.time_ns()
+        } else {
+            sched.advance(&mut RngDraw(&mut rng))
+        };
+        let at = start + Duration(offset);
         if end.is_some_and(|e| at >= e) {
             break;
         }
-        let size = cfg.size.sample(&mut rng);
+        let size = sample_size(&cfg.size, &mut rng);
         // Sleep in slices so `stop` is seen within 50 ms even on slow flows.
         while at.saturating_since(clock.now()) > Duration::from_millis(50) && !stop.load(Ordering::Relaxed) {
             clock.sleep_until(clock.now() + Duration::from_millis(50));
@@ -753,10 +689,10 @@ mod tests {
     fn poisson_mean_rate_is_close() {
         // The schedule alone, over many samples: within 1 %.
         let mut rng = StdRng::seed_from_u64(42);
-        let mut s = Schedule::new(Pattern::Poisson, 1000.0);
+        let mut s = Schedule::new(Pattern::Poisson, 1000.0, Duration::ZERO);
         let mut last = 0;
         for _ in 0..100_000 {
-            last = s.next(&mut rng);
+            last = s.advance(&mut RngDraw(&mut rng));
         }
         let rate = 100_000.0 / (last as f64 * 1e-9);
         assert!((rate - 1000.0).abs() < 10.0, "{rate}");
@@ -776,8 +712,13 @@ mod tests {
     #[test]
     fn schedules_follow_their_pattern() {
         let mut rng = StdRng::seed_from_u64(1);
-        let mut cbr = Schedule::new(Pattern::Cbr, 3.0);
-        let t: Vec<u64> = (0..4).map(|_| cbr.next(&mut rng)).collect();
+        let mut offsets = |s: &mut Schedule, n: usize| -> Vec<u64> {
+            let mut v = vec![s.time_ns()];
+            v.extend((1..n).map(|_| s.advance(&mut RngDraw(&mut rng))));
+            v
+        };
+        let mut cbr = Schedule::new(Pattern::Cbr, 3.0, Duration::ZERO);
+        let t = offsets(&mut cbr, 4);
         assert_eq!(t, vec![0, 333_333_333, 666_666_667, 1_000_000_000]);
         // 1 ms on, 1 ms off at 10 kpps: 10 packets, then a 1 ms gap.
         let mut oo = Schedule::new(
@@ -786,8 +727,9 @@ mod tests {
                 off: Duration::from_millis(1),
             },
             10_000.0,
+            Duration::ZERO,
         );
-        let t: Vec<u64> = (0..12).map(|_| oo.next(&mut rng)).collect();
+        let t = offsets(&mut oo, 12);
         assert_eq!(t[9], 900_000);
         assert_eq!(t[10], 2_000_000);
         assert_eq!(t[11], 2_100_000);
@@ -795,10 +737,10 @@ mod tests {
         assert_eq!(Rate::Bps(8_000_000.0).pps(1000.0), 1000.0);
         let imix = SizeDist::Imix;
         assert!((imix.mean() - 340.333).abs() < 0.01);
-        let sizes: Vec<usize> = (0..1000).map(|_| imix.sample(&mut rng)).collect();
+        let sizes: Vec<usize> = (0..1000).map(|_| sample_size(&imix, &mut rng)).collect();
         assert!(sizes.iter().all(|s| [MIN_IP_SIZE, 576, 1500].contains(s)));
         assert!(sizes.iter().filter(|&&s| s == MIN_IP_SIZE).count() > 500);
-        assert_eq!(SizeDist::Fixed(10).sample(&mut rng), MIN_IP_SIZE);
+        assert_eq!(sample_size(&SizeDist::Fixed(10), &mut rng), MIN_IP_SIZE);
     }
 
     #[test]

@@ -413,29 +413,9 @@ pub struct Link {
     pub domain: Option<usize>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub enum SizeDist {
-    Fixed(u32),
-    /// Simple IMIX: 7 × 40 B (here 46 B minimum IP for a 64-byte frame
-    /// is not enforced), 4 × 576 B, 1 × 1500 B (IP bytes).
-    Imix,
-}
-
-impl SizeDist {
-    pub fn mean(&self) -> f64 {
-        match self {
-            SizeDist::Fixed(b) => *b as f64,
-            SizeDist::Imix => (7.0 * 40.0 + 4.0 * 576.0 + 1500.0) / 12.0,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Pattern {
-    Cbr,
-    Poisson,
-    OnOff { on: Duration, off: Duration },
-}
+/// A flow's packet sizes and send pattern: the one definition the
+/// simulator's sources and the live generator share.
+pub use qosnet_core::traffic::{Pattern, SizeDist};
 
 #[derive(Clone, Debug)]
 pub struct Flow {

@@ -99,14 +99,7 @@ pub(crate) fn build(sc: Scenario, net: Network) -> Result<Sim, String> {
             .filter(|fl| fl.from == i)
             .map(|fl| {
                 let stop = fl.stop.map(|s| s.min(end)).unwrap_or(end);
-                Source::new(
-                    fl.id,
-                    fl.pattern.clone(),
-                    fl.size.clone(),
-                    fl.pps(),
-                    fl.start,
-                    stop,
-                )
+                Source::new(fl.id, fl.pattern, fl.size, fl.pps(), fl.start, stop)
             })
             .collect();
         let slot = match &node.kind {

@@ -503,10 +503,10 @@ impl Sim {
         let slot = &mut self.slots[i];
         let src = &mut slot.sources[s];
         let flow = src.flow as usize;
-        let size = src.size(&mut self.rng);
+        let size = src.size(&mut RngDraw(&mut self.rng));
         let seq = src.seq;
         src.seq += 1;
-        let next = src.advance(&mut self.rng);
+        let next = src.advance(&mut RngDraw(&mut self.rng));
         let probe = Probe {
             flow: flow as u32,
             seq,
