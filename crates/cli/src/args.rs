@@ -103,6 +103,37 @@ impl DriverArgs {
     }
 }
 
+/// `--metrics [ADDR]`: serve Prometheus metrics of the live nodes.
+#[derive(Args, Clone, Debug, Default)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics on http://ADDR/metrics while running
+    /// (HOST:PORT, :PORT or PORT; bare --metrics: 127.0.0.1:9469, loopback
+    /// only). Per-port packets, bytes, drops by reason, queue depth,
+    /// scheduler and node counters, timer lateness histogram.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = qosnet_live::metrics::DEFAULT_ADDR)]
+    pub metrics: Option<String>,
+}
+
+impl MetricsArgs {
+    /// Start the server if asked: its hub for the driver, and the server
+    /// (serving until dropped).
+    pub fn start(
+        &self,
+    ) -> Result<
+        Option<(
+            Arc<qosnet_live::metrics::MetricsHub>,
+            qosnet_live::metrics::MetricsServer,
+        )>,
+    > {
+        let Some(a) = &self.metrics else { return Ok(None) };
+        let addr = qosnet_live::metrics::parse_addr(a).map_err(|e| anyhow!(e))?;
+        let hub = qosnet_live::metrics::MetricsHub::new();
+        let srv = qosnet_live::metrics::serve(addr, hub.clone()).map_err(|e| anyhow!(e))?;
+        eprintln!("metrics: http://{}/metrics", srv.addr);
+        Ok(Some((hub, srv)))
+    }
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration> {
     qosnet_scenario::units::parse_duration(s).map_err(|e| anyhow!("{s}: {e}"))
 }

@@ -30,6 +30,10 @@ enum Cmd {
     Sim(cmd::sim::SimArgs),
     /// Run a paper's experiments and print qosnet's numbers beside the paper's.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// A parameter grid × seeds over a scenario on every core, with means
+    /// and 95 % confidence intervals; or a Slurm job array / GNU parallel
+    /// job list of it.
+    Sweep(cmd::sweep::SweepArgs),
     /// Validate a scenario and show its network: addresses, routes, TDP plan.
     Check(args::ScenarioArgs),
     /// Live network-namespace labs of scenarios, with qosnet routers (root).
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::run(a),
+        Cmd::Sweep(a) => cmd::sweep::run(a),
         Cmd::Check(a) => cmd::check::run(a),
         Cmd::Lab { cmd } => cmd::lab::run(cmd),
         Cmd::Gen(a) => cmd::gen::run(a),

@@ -265,3 +265,128 @@ fn one_process_per_node_survives_kill_of_one() {
         .iter()
         .all(|n| !n.starts_with(&format!("{prefix}-"))));
 }
+
+/// `qosnet lab up --metrics`: the router's counters are scraped over
+/// loopback while the lab runs, in both exposition formats, and checked by
+/// promtool where it is installed.
+#[test]
+fn lab_up_serves_prometheus_metrics() {
+    if !root() {
+        return;
+    }
+    let prefix = format!("qnm{}", std::process::id());
+    let _g = Guard(prefix.clone());
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
+        .args(["lab", "up", "--prefix", &prefix, "--metrics", "127.0.0.1:0"])
+        .arg(repo().join("scenarios/live/line.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = Kill(child.id());
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut addr = None;
+    let mut seen = String::new();
+    for _ in 0..50 {
+        let mut l = String::new();
+        if err.read_line(&mut l).unwrap() == 0 {
+            break;
+        }
+        seen += &l;
+        if let Some(a) = l.trim().strip_prefix("metrics: http://") {
+            addr = a.strip_suffix("/metrics").map(str::to_string);
+            break;
+        }
+    }
+    let addr = addr.unwrap_or_else(|| panic!("no metrics address in {seen}"));
+    // Drain stderr so the lab never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.lines().any(|l| l.trim_start().starts_with("h2 ")) {
+        let mut l = String::new();
+        if out.read_line(&mut l).unwrap() == 0 {
+            break;
+        }
+        text += &l;
+    }
+    assert!(text.contains("is up"), "{text}");
+    let ping = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("{prefix}-h1"),
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+            "10.0.1.2",
+        ])
+        .output()
+        .unwrap();
+    assert!(ping.status.success(), "{}", String::from_utf8_lossy(&ping.stdout));
+    let scrape = |accept: &str| {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            c,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n"
+        )
+        .unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        let (head, body) = s.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        body.to_string()
+    };
+    let value = |body: &str, prefix: &str| -> Option<f64> {
+        body.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    // Snapshots are published every 0.5 s: wait until the pings show.
+    let mut body = String::new();
+    for _ in 0..40 {
+        body = scrape("text/plain");
+        if value(
+            &body,
+            "qosnet_node_events_total{node=\"R\",counter=\"forwarded\"}",
+        )
+        .unwrap_or(0.0)
+            >= 6.0
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // 3 echo requests and 3 replies went through R.
+    let fwd = value(
+        &body,
+        "qosnet_node_events_total{node=\"R\",counter=\"forwarded\"}",
+    );
+    assert!(fwd.is_some_and(|v| v >= 6.0), "forwarded {fwd:?}\n{body}");
+    assert!(
+        body.lines()
+            .filter(|l| l.starts_with("qosnet_port_rx_packets_total{node=\"R\""))
+            .count()
+            == 2,
+        "{body}"
+    );
+    assert!(
+        value(&body, "qosnet_timer_lateness_seconds_count").is_some(),
+        "{body}"
+    );
+    assert!(body.contains("# TYPE qosnet_port_queue_depth gauge"), "{body}");
+    qosnet_live::metrics::check_with_promtool(&body);
+    let om = scrape("application/openmetrics-text;version=1.0.0");
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    // SAFETY: SIGINT to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = child.wait().unwrap();
+    assert!(st.success(), "{st}");
+    assert!(!netns::exists(&format!("{prefix}-R")), "lab left behind");
+}

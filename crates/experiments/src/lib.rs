@@ -44,6 +44,9 @@ macro_rules! embed {
 pub mod plot;
 pub mod report;
 mod run;
+pub mod sweep;
+
+pub use run::cores;
 
 pub mod degeb;
 pub mod ethernet;

@@ -50,11 +50,20 @@ pub(crate) type Job<'a, T> = Box<dyn FnOnce() -> Result<T> + Send + 'a>;
 /// Run independent jobs on as many threads as the machine has cores, each
 /// thread taking the next job when it is done; results in job order.
 pub(crate) fn parallel<T: Send>(jobs: Vec<Job<'_, T>>) -> Result<Vec<T>> {
+    parallel_with(cores(), jobs)
+}
+
+/// The machine's cores (1 when it cannot tell).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// [`parallel`] on `threads` threads (at least one, at most one per job).
+/// Every job runs even when an earlier one fails; the first failure in
+/// job order is returned.
+pub(crate) fn parallel_with<T: Send>(threads: usize, jobs: Vec<Job<'_, T>>) -> Result<Vec<T>> {
     let n = jobs.len();
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, n.max(1));
+    let threads = threads.clamp(1, n.max(1));
     let queue = Mutex::new(jobs.into_iter().enumerate());
     let done: Mutex<Vec<Option<Result<T>>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {

@@ -228,6 +228,7 @@ pub fn forward(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoin
                     .map_err(|e| e.to_string())?;
                 let o = LiveOptions {
                     processes: None,
+                    metrics: None,
                     prefix: cfg.prefix.clone(),
                     driver: DriverConfig {
                         busy_poll: std::env::var("QOSNET_BENCH_BUSY").is_ok(),

@@ -225,6 +225,19 @@ impl Lateness {
     pub fn count(&self) -> u64 {
         self.hist.len()
     }
+    /// Values recorded at or below `ns` (to the histogram's 3 significant
+    /// digits), for cumulative histogram buckets.
+    pub fn count_at_most(&self, ns: u64) -> u64 {
+        self.hist.count_between(0, ns)
+    }
+    /// Sum of the recorded values (mean × count).
+    pub fn sum_ns(&self) -> f64 {
+        if self.hist.is_empty() {
+            0.0
+        } else {
+            self.hist.mean() * self.hist.len() as f64
+        }
+    }
     pub fn summary(&self) -> LatenessSummary {
         if self.hist.is_empty() {
             return LatenessSummary::default();

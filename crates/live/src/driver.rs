@@ -30,6 +30,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 
 use qosnet_core::node::cpu::{Cpu, Draw};
 use qosnet_core::node::{Event, Node, TxStatus};
@@ -42,6 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{self, Clock, Lateness, LatenessSummary};
 use crate::device::{wait_readable, Device, DeviceStats};
+use crate::metrics::{self, HistSnap, MetricsHub, Snapshot};
 
 /// How the driver waits and batches.
 #[derive(Clone, Copy, Debug)]
@@ -225,6 +227,9 @@ pub struct Driver<D: Device> {
     /// Frame buffers of sent frames, reused for received ones (no
     /// allocation per frame in the steady state).
     pool: Vec<Vec<u8>>,
+    /// Where to publish metrics snapshots, and when next.
+    publish: Option<(Arc<MetricsHub>, Instant)>,
+    created: std::time::Instant,
 }
 
 /// Buffers kept for reuse.
@@ -243,6 +248,43 @@ impl<D: Device> Driver<D> {
             wall: Duration::ZERO,
             marks: Vec::new(),
             pool: Vec::new(),
+            publish: None,
+            created: std::time::Instant::now(),
+        }
+    }
+
+    /// Publish a metrics snapshot into `hub` now and every
+    /// [`metrics::PUBLISH_EVERY_NS`] while running, and once more when a
+    /// run ends.
+    pub fn set_publish(&mut self, hub: Arc<MetricsHub>) {
+        self.publish = Some((hub, Instant::ZERO));
+        self.publish_snapshot(Instant::ZERO);
+    }
+
+    /// The nodes' counters and the driver's own, for a scrape.
+    pub fn metrics_snapshot(&mut self) -> Snapshot {
+        let mut s = Snapshot {
+            lateness: HistSnap::of(&self.lateness),
+            rx_lag: HistSnap::of(&self.rx_lag),
+            stats: self.stats,
+            uptime_s: self.created.elapsed().as_secs_f64(),
+            ..Snapshot::default()
+        };
+        for h in &mut self.hosts {
+            let devs = h.devs.iter_mut().map(|d| d.stats()).collect();
+            s.add_node(h.node.as_ref(), devs, &h.tx_refused, &h.rx_errors);
+        }
+        s
+    }
+
+    fn publish_snapshot(&mut self, now: Instant) {
+        if self.publish.is_none() {
+            return;
+        }
+        let snap = self.metrics_snapshot();
+        if let Some((hub, next)) = &mut self.publish {
+            hub.publish(snap);
+            *next = now + Duration(metrics::PUBLISH_EVERY_NS);
         }
     }
 
@@ -442,6 +484,9 @@ impl<D: Device> Driver<D> {
                 break;
             }
             self.stats.iterations += 1;
+            if self.publish.as_ref().is_some_and(|(_, t)| now >= *t) {
+                self.publish_snapshot(now);
+            }
             while mark < self.marks.len() && now >= self.marks[mark] {
                 on_mark(mark, self);
                 mark += 1;
@@ -475,6 +520,9 @@ impl<D: Device> Driver<D> {
             if let Some(u) = until {
                 wake = wake.min(u);
             }
+            if let Some((_, t)) = &self.publish {
+                wake = wake.min(*t);
+            }
             let left = wake.saturating_since(now);
             if left > self.cfg.spin {
                 let sleep = (left - self.cfg.spin).min(self.cfg.max_sleep);
@@ -493,6 +541,8 @@ impl<D: Device> Driver<D> {
             set_nice(n);
         }
         self.wall += clock::monotonic_now() - t0;
+        let now = self.now();
+        self.publish_snapshot(now);
     }
 
     /// The driver's measurements and every port's device counters.

@@ -325,6 +325,8 @@ pub struct LiveOptions {
     /// killing one is a real node failure for the others; `None` runs
     /// them all on one thread of this process.
     pub processes: Option<NodeProcesses>,
+    /// Publish the routers' metrics snapshots here (`lab run/up --metrics`).
+    pub metrics: Option<Arc<crate::metrics::MetricsHub>>,
 }
 
 /// How to start one process per node: the `qosnet` binary and the
@@ -352,6 +354,7 @@ impl Default for LiveOptions {
             emulate_cpu: false,
             emulate_wire: true,
             processes: None,
+            metrics: None,
         }
     }
 }
@@ -411,6 +414,9 @@ impl LiveLab {
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
         if let Some(np) = &opts.processes {
+            if opts.metrics.is_some() {
+                return Err("--metrics serves the routers of this process; with --processes each node is its own process: give each `qosnet node` its own --metrics".into());
+            }
             let (index, procs) = spawn_nodes(sc, &net, &lab, &layout.build_opts(), opts, np, &marks, until)?;
             return Ok(LiveLab {
                 lab: Some(lab),
@@ -425,6 +431,9 @@ impl LiveLab {
         let (hosts, index) = open_nodes(sc, &net, &lab, &layout.build_opts(), opts)?;
         let mut driver = Driver::new(hosts, opts.driver);
         driver.set_marks(marks);
+        if let Some(hub) = &opts.metrics {
+            driver.set_publish(hub.clone());
+        }
         let halt = Arc::new(AtomicBool::new(false));
         let h2 = halt.clone();
         let thread = std::thread::Builder::new()

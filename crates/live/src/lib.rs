@@ -18,6 +18,7 @@ pub mod iface;
 pub mod lab;
 pub mod labrun;
 pub mod labtools;
+pub mod metrics;
 pub mod netns;
 pub mod node;
 pub mod tap;

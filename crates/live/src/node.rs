@@ -46,6 +46,8 @@ pub struct OpenOptions {
     pub catch_up: Duration,
     /// Seed of the CPU model's processing times.
     pub seed: u64,
+    /// Publish metrics snapshots here (`qosnet node --metrics`).
+    pub metrics: Option<std::sync::Arc<crate::metrics::MetricsHub>>,
 }
 
 impl Default for OpenOptions {
@@ -57,6 +59,7 @@ impl Default for OpenOptions {
             nic_macs: false,
             catch_up: Duration::from_millis(5),
             seed: 1,
+            metrics: None,
         }
     }
 }
@@ -424,6 +427,9 @@ pub fn run(
     let kind = sc.nodes[i].kind_name();
     let mut d = Driver::new(vec![h], driver);
     d.set_marks(cfg.marks.clone());
+    if let Some(hub) = &o.metrics {
+        d.set_publish(hub.clone());
+    }
     let mut snaps = Vec::new();
     d.run(stop, cfg.until, |_, d| {
         if let Some(h) = d.hosts.first() {

@@ -11,7 +11,7 @@ use qosnet_live::lab;
 use qosnet_live::labrun::{self, LiveLab, LiveOptions, NodeProcesses};
 
 use super::print_driver;
-use crate::args::{need_root, signals, DriverArgs, PrefixArgs, ScenarioArgs};
+use crate::args::{need_root, signals, DriverArgs, MetricsArgs, PrefixArgs, ScenarioArgs};
 
 #[derive(Subcommand)]
 pub enum LabCmd {
@@ -45,6 +45,8 @@ pub struct LabRunArgs {
     /// process, so that killing one is a real node failure.
     #[arg(long)]
     pub processes: bool,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Args)]
@@ -59,6 +61,8 @@ pub struct LabUpArgs {
     /// others carry on; `qosnet lab exec` and `ps` show them).
     #[arg(long)]
     pub processes: bool,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Args)]
@@ -101,6 +105,9 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
         ..LiveOptions::default()
     };
     a.driver.apply(&mut o)?;
+    // Served (in the root namespace) until this command returns.
+    let _metrics = a.metrics.start()?;
+    o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
     let _tmp;
     if a.processes {
         let (np, t) = node_processes(&a.sc)?;
@@ -148,6 +155,9 @@ fn lab_up(a: LabUpArgs) -> Result<()> {
         ..LiveOptions::default()
     };
     a.driver.apply(&mut o)?;
+    // Served (in the root namespace) until this command returns.
+    let _metrics = a.metrics.start()?;
+    o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
     let _tmp;
     if a.processes {
         let (np, t) = node_processes(&a.sc)?;

@@ -8,6 +8,7 @@ pub mod node;
 pub mod reproduce;
 pub mod sim;
 pub mod sink;
+pub mod sweep;
 
 use qosnet_live::driver::DriverReport;
 

@@ -15,7 +15,7 @@ use qosnet_live::labrun::LiveOptions;
 use qosnet_live::node::{self, NodeConfig, OpenOptions};
 
 use super::print_driver;
-use crate::args::{ctrl_c_flag, DriverArgs};
+use crate::args::{ctrl_c_flag, DriverArgs, MetricsArgs};
 
 #[derive(Args)]
 pub struct NodeArgs {
@@ -29,6 +29,8 @@ pub struct NodeArgs {
     /// CAP_SYS_NICE; labs pass theirs on).
     #[arg(long, allow_hyphen_values = true)]
     pub nice: Option<i32>,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 pub fn run(a: NodeArgs) -> Result<()> {
@@ -41,7 +43,11 @@ pub fn run(a: NodeArgs) -> Result<()> {
     if let Some(n) = a.nice {
         o.driver.nice = Some(n);
     }
+    // Bound before the node starts, in this process's network namespace
+    // (the machine's loopback), and served until the node stops.
+    let metrics = a.metrics.start()?;
     let open = OpenOptions {
+        metrics: metrics.as_ref().map(|(h, _)| h.clone()),
         // Real NICs answer with their own MACs; in a namespace lab the
         // veths already carry the scenario's.
         nic_macs: cfg.netns.is_none(),
