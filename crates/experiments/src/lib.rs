@@ -50,6 +50,7 @@ pub use run::cores;
 
 pub mod degeb;
 pub mod ethernet;
+pub mod stsdr;
 pub mod tdp_icc2006;
 
 use std::path::PathBuf;
@@ -59,6 +60,7 @@ pub static REGISTRY: &[&Experiment] = &[
     &tdp_icc2006::EXPERIMENT,
     &degeb::EXPERIMENT,
     &ethernet::EXPERIMENT,
+    &stsdr::EXPERIMENT,
 ];
 
 /// The registry.

@@ -10,14 +10,17 @@ use std::net::Ipv4Addr;
 
 use qosnet_core::flow::FlowKey;
 use qosnet_core::node::{Duplex, Node};
+use qosnet_core::route::{Route, RouteTable};
 use qosnet_core::router::{PortConfig, Router, TdpNode};
 use qosnet_core::sched::{Fifo, Scheduler};
+use qosnet_core::stsdr::wire::Vlan;
+use qosnet_core::stsdr::{Balancer, BalancerConfig, Forwarder, ForwarderConfig, Liveness, OutLink};
 use qosnet_core::switch::{Switch, SwitchConfig, SwitchPortConfig, VlanMode};
 use qosnet_core::tdp::{Ctr, EdgeShaper, PaddingSpec, StampMode, TdpWheel};
 use qosnet_core::wire::IPPROTO_UDP;
 use qosnet_core::Framing;
 
-use crate::model::{NodeKind, RouterSpec, Scenario, SchedKind, SwitchSpec};
+use crate::model::{NodeKind, RouterSpec, Scenario, SchedKind, StsdrParams, SwitchSpec};
 use crate::tdpplan::{self, TdpPlan};
 use crate::topo::Network;
 
@@ -70,7 +73,129 @@ pub fn build_node(
         )?)),
         NodeKind::Host(_) | NodeKind::Segment(_) => None,
         NodeKind::Switch(spec) => Some(Box::new(build_switch(sc, net, i, spec)?)),
+        NodeKind::StsdrForwarder(_) => Some(Box::new(build_forwarder(sc, net, i, opts)?)),
+        NodeKind::StsdrBalancer(_) => Some(Box::new(build_balancer(sc, net, i)?)),
     })
+}
+
+/// The `[stsdr]` of a scenario with STSDR nodes.
+fn stsdr_params(sc: &Scenario) -> Result<&StsdrParams, String> {
+    sc.stsdr
+        .as_ref()
+        .ok_or_else(|| "STSDR nodes need an [stsdr] table".to_string())
+}
+
+/// The STSDR's forwarders, in FE id order (their order in the file).
+pub fn stsdr_forwarders(sc: &Scenario) -> Vec<usize> {
+    (0..sc.nodes.len())
+        .filter(|&i| matches!(sc.nodes[i].kind, NodeKind::StsdrForwarder(_)))
+        .collect()
+}
+
+/// The forwarder FE_id of node `i`: one port to the T-switch, the
+/// outgoing links' next hops found in its broadcast domain, a /32 route
+/// per next-hop address to its OL index (`Route::port` names the OL).
+pub fn build_forwarder(
+    sc: &Scenario,
+    net: &Network,
+    i: usize,
+    opts: &BuildOpts,
+) -> Result<Forwarder, String> {
+    let p = stsdr_params(sc)?;
+    let fes = stsdr_forwarders(sc);
+    let id = fes.iter().position(|&x| x == i).ok_or("not a forwarder")?;
+    let name = &sc.nodes[i].name;
+    let f = net.nodes[i]
+        .ifaces
+        .first()
+        .ok_or_else(|| format!("forwarder {name} has no link"))?;
+    let link = &sc.links[f.link];
+    let dom = f
+        .domain
+        .map(|d| &net.domains[d])
+        .ok_or_else(|| format!("forwarder {name} is on no IP subnet"))?;
+    let mut outlinks = Vec::new();
+    let mut routes = RouteTable::new();
+    for (j, &n) in p.outlinks.iter().enumerate() {
+        let m = dom.member(n).ok_or_else(|| {
+            format!(
+                "outgoing link {} is not in forwarder {name}'s broadcast domain",
+                sc.nodes[n].name
+            )
+        })?;
+        let rate_bps = net.nodes[n]
+            .ifaces
+            .get(m.port)
+            .map(|x| sc.links[x.link].capacity_bps)
+            .unwrap_or(link.capacity_bps);
+        outlinks.push(OutLink {
+            name: sc.nodes[n].name.clone(),
+            next_hop: m.ip,
+            mac: opts.static_peer_macs.then_some(m.mac),
+            rate_bps,
+        });
+        // The next hop's own addresses; a router next hop's hosts beyond
+        // it need routes the scenario does not generate for an STSDR.
+        for x in &net.nodes[n].ifaces {
+            if !x.ip.is_unspecified() {
+                routes.add(Route::new(x.ip, 32, j as u16).via(m.ip))?;
+            }
+        }
+    }
+    let mut cfg = ForwarderConfig::new(
+        name.clone(),
+        id as u16,
+        fes.len() as u16,
+        f.mac,
+        outlinks,
+        p.weights.len(),
+    );
+    cfg.ip = f.ip;
+    cfg.rate_bps = link.capacity_bps;
+    cfg.framing = link.framing;
+    cfg.weights = p.weights.clone();
+    cfg.queue_limit = p.queue_limit;
+    cfg.variant = p.variant;
+    cfg.tie = p.tie;
+    cfg.proposer = p.proposer;
+    cfg.t_br = p.t_br;
+    cfg.costs = p.costs;
+    cfg.cycle_guard = p.cycle_guard;
+    cfg.fe_timeout = p.fe_timeout;
+    cfg.master_timeout = p.master_timeout;
+    cfg.vlan = Some(Vlan::new(p.vlan));
+    cfg.mtu = p.mtu;
+    Forwarder::new(cfg, routes)
+}
+
+/// A load balancer: the router's external address is its own address on
+/// the T-switch subnet; flows are hashed over every forwarder.
+pub fn build_balancer(sc: &Scenario, net: &Network, i: usize) -> Result<Balancer, String> {
+    let p = stsdr_params(sc)?;
+    let name = &sc.nodes[i].name;
+    let f = net.nodes[i]
+        .ifaces
+        .first()
+        .ok_or_else(|| format!("balancer {name} has no link"))?;
+    let link = &sc.links[f.link];
+    let macs = stsdr_forwarders(sc)
+        .into_iter()
+        .map(|fe| {
+            net.nodes[fe]
+                .ifaces
+                .first()
+                .map(|x| x.mac)
+                .ok_or_else(|| format!("forwarder {} has no link", sc.nodes[fe].name))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cfg = BalancerConfig::new(name.clone(), f.mac, vec![f.ip], macs);
+    cfg.rate_bps = link.capacity_bps;
+    cfg.framing = link.framing;
+    cfg.liveness = Liveness::Heard {
+        timeout: p.balancer_timeout,
+    };
+    cfg.vid = Some(p.vlan);
+    Balancer::new(cfg)
 }
 
 /// How a port reaches its link: half duplex on a shared segment.
@@ -96,7 +221,17 @@ pub fn build_switch(sc: &Scenario, net: &Network, i: usize, spec: &SwitchSpec) -
         let vlan = match sc.nodes[f.peer].kind {
             NodeKind::Switch(_) => VlanMode::Trunk {
                 native: Some(1),
-                allowed: vlans.iter().copied().collect(),
+                allowed: vlans
+                    .iter()
+                    .copied()
+                    .chain(sc.stsdr.as_ref().map(|p| p.vlan))
+                    .collect(),
+            },
+            // An STSDR node's port: its data untagged in the link's VLAN,
+            // DS frames tagged in the internal VLAN (§IV-A).
+            NodeKind::StsdrBalancer(_) | NodeKind::StsdrForwarder(_) => VlanMode::Trunk {
+                native: Some(link.vlan),
+                allowed: sc.stsdr.as_ref().map(|p| vec![p.vlan]).unwrap_or_default(),
             },
             _ => VlanMode::Access(link.vlan),
         };

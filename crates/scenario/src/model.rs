@@ -31,6 +31,8 @@ pub struct Scenario {
     pub diffserv: DiffServParams,
     pub taprio: Option<TaprioParams>,
     pub htb: Option<HtbParams>,
+    /// `[stsdr]`: the distributed router its `stsdr-*` nodes make up.
+    pub stsdr: Option<StsdrParams>,
     pub paper: Option<Paper>,
     /// What loading accepted but a user should hear about (a flow that
     /// starts after the run ends, an on/off pattern without off time...),
@@ -266,6 +268,52 @@ pub enum NodeKind {
     /// A shared half-duplex Ethernet segment (CSMA/CD bus): its links are
     /// the stations' drop cables, their `delay` each station's position.
     Segment(SegmentSpec),
+    /// `kind = "stsdr-balancer"`: a load balancer of the STSDR (seed 003):
+    /// owns the router's external address, hashes flows to forwarders.
+    StsdrBalancer(StsdrNodeSpec),
+    /// `kind = "stsdr-forwarder"`: a forwarder FE_i of the STSDR; FE ids
+    /// follow the order of these nodes in the file.
+    StsdrForwarder(StsdrNodeSpec),
+}
+
+/// A balancer's or forwarder's own settings: the PC's per-frame CPU time
+/// and input queue (every frame it receives, DS frames included, waits
+/// for it, as in a Click/Linux PC).
+#[derive(Clone, Debug)]
+pub struct StsdrNodeSpec {
+    pub processing: ProcDist,
+    pub input_queue: usize,
+}
+
+/// `[stsdr]`, validated: what every forwarder and balancer of the one
+/// logical router share (Khan, Sahoo & Manjunath §IV–V).
+#[derive(Clone, Debug)]
+pub struct StsdrParams {
+    /// S-DS, M-DS (l), L-DS (l) or no WFQ.
+    pub variant: qosnet_core::stsdr::Variant,
+    /// T_br: the wait after the master's DS frame.
+    pub t_br: Duration,
+    pub costs: qosnet_core::stsdr::PhaseCosts,
+    /// w_k: K = `weights.len()`.
+    pub weights: Vec<u32>,
+    /// Packets per Q_ijk.
+    pub queue_limit: usize,
+    /// OL_1..OL_N: the next-hop nodes, each on its own T-switch port.
+    pub outlinks: Vec<usize>,
+    /// The internal VLAN of DS frames.
+    pub vlan: u16,
+    pub tie: qosnet_core::stsdr::TieBreak,
+    pub proposer: qosnet_core::stsdr::Proposer,
+    /// Extra wait after each round (switch latency, safety).
+    pub cycle_guard: Duration,
+    /// Payload bytes a DS frame may use (1500; jumbo 9000).
+    pub mtu: usize,
+    /// Forwarder silence before it is dropped / master silence before an
+    /// election (`None`: eight worst-case cycles).
+    pub fe_timeout: Option<Duration>,
+    pub master_timeout: Option<Duration>,
+    /// Balancers' liveness timeout (forwarder silent this long: re-hash).
+    pub balancer_timeout: Duration,
 }
 
 /// `kind = "switch"`: a managed layer-2 switch (IEEE 802.1D/802.1Q).
@@ -332,6 +380,18 @@ impl Node {
     pub fn is_router(&self) -> bool {
         matches!(self.kind, NodeKind::Router(_))
     }
+    /// An STSDR load balancer: hosts in its broadcast domain send to it.
+    pub fn is_balancer(&self) -> bool {
+        matches!(self.kind, NodeKind::StsdrBalancer(_))
+    }
+    /// A node of an STSDR (balancer or forwarder): its switch port is a
+    /// trunk that also carries the internal VLAN of DS frames.
+    pub fn is_stsdr(&self) -> bool {
+        matches!(
+            self.kind,
+            NodeKind::StsdrBalancer(_) | NodeKind::StsdrForwarder(_)
+        )
+    }
     /// A layer-2 device (switch or shared segment): transparent to IP, it
     /// joins the ports linked to it into one broadcast domain per VLAN.
     pub fn is_l2(&self) -> bool {
@@ -365,6 +425,7 @@ impl Node {
     pub fn cpu(&self) -> Option<(ProcDist, usize)> {
         match &self.kind {
             NodeKind::Router(r) => Some((r.processing, r.input_queue)),
+            NodeKind::StsdrBalancer(s) | NodeKind::StsdrForwarder(s) => Some((s.processing, s.input_queue)),
             _ => None,
         }
     }
@@ -375,6 +436,8 @@ impl Node {
             NodeKind::Host(_) => "host",
             NodeKind::Switch(_) => "switch",
             NodeKind::Segment(_) => "segment",
+            NodeKind::StsdrBalancer(_) => "stsdr-balancer",
+            NodeKind::StsdrForwarder(_) => "stsdr-forwarder",
         }
     }
 }

@@ -30,7 +30,46 @@ pub struct File {
     pub diffserv: Option<DiffServ>,
     pub taprio: Option<S<Taprio>>,
     pub htb: Option<S<Htb>>,
+    pub stsdr: Option<S<Stsdr>>,
     pub paper: Option<S<Paper>>,
+}
+
+/// `[stsdr]`: the distributed router made of the `stsdr-*` nodes (seed 003).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Stsdr {
+    /// "sds", "mds", "lds" or "nowfq".
+    pub variant: Option<S<String>>,
+    /// l of M-DS (slots per queue) and L-DS (packets per burst).
+    pub l: Option<S<i64>>,
+    pub t_br: Option<S<String>>,
+    pub weights: Option<S<Vec<i64>>>,
+    pub classes: Option<S<i64>>,
+    pub queue_limit: Option<S<i64>>,
+    pub outlinks: S<Vec<S<String>>>,
+    pub vlan: Option<S<i64>>,
+    /// "deterministic" or "random".
+    pub tie: Option<S<String>>,
+    /// "forwarders" or "outlinks".
+    pub proposer: Option<S<String>>,
+    pub cycle_guard: Option<S<String>>,
+    pub mtu: Option<S<i64>>,
+    pub fe_timeout: Option<S<String>>,
+    pub master_timeout: Option<S<String>>,
+    pub balancer_timeout: Option<S<String>>,
+    pub costs: Option<S<StsdrCosts>>,
+}
+
+/// `costs = { ... }`: CPU time of the cycle's phases.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct StsdrCosts {
+    /// "paper": phase 1 = 105 µs in all (T_br included), 600 ns, 450 ns.
+    pub preset: Option<S<String>>,
+    pub ds_build: Option<S<String>>,
+    pub phase1: Option<S<String>>,
+    pub phase2: Option<S<String>>,
+    pub phase3: Option<S<String>>,
 }
 
 /// `[htb]`: the class tree of `scheduler = "htb"` ports.

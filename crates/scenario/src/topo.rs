@@ -160,13 +160,25 @@ impl Network {
     pub fn host_ip(&self, node: usize) -> Ipv4Addr {
         self.nodes[node].ifaces[0].ip
     }
-    /// A host's default gateway: the first router in its domain.
+    /// A host's default gateway: an STSDR load balancer if its domain has
+    /// any (hosts are spread over them in domain order, as the paper's two
+    /// generators each feed one balancer), else the first router.
     pub fn gateway(&self, sc: &Scenario, host: usize) -> Option<&Member> {
         let d = self.nodes[host].ifaces.first()?.domain?;
-        self.domains[d]
-            .members
+        let members = &self.domains[d].members;
+        let lbs: Vec<&Member> = members
             .iter()
-            .find(|m| sc.nodes[m.node].is_router())
+            .filter(|m| sc.nodes[m.node].is_balancer())
+            .collect();
+        if !lbs.is_empty() {
+            let hosts_before = members
+                .iter()
+                .take_while(|m| m.node != host)
+                .filter(|m| sc.nodes[m.node].is_host())
+                .count();
+            return Some(lbs[hosts_before % lbs.len()]);
+        }
+        members.iter().find(|m| sc.nodes[m.node].is_router())
     }
     /// The MAC a host puts on frames to `dst`: `dst`'s own if they share a
     /// domain, else its gateway's.
@@ -178,7 +190,17 @@ impl Network {
             return f.peer_mac;
         };
         // A flow back to the host itself (a ring) leaves through the gateway.
-        if let Some(m) = self.domains[d].by_ip(dst).filter(|m| m.node != host) {
+        // Next hops of an STSDR share its T-switch with the senders but sit
+        // behind the router (§I: the switch carries every external link):
+        // a domain with a load balancer sends everything through it.
+        let behind_stsdr = self.domains[d]
+            .members
+            .iter()
+            .any(|m| sc.nodes[m.node].is_balancer());
+        if let Some(m) = self.domains[d]
+            .by_ip(dst)
+            .filter(|m| m.node != host && !behind_stsdr)
+        {
             return m.mac;
         }
         self.gateway(sc, host).map(|m| m.mac).unwrap_or(f.peer_mac)

@@ -74,7 +74,15 @@ pub struct Cpu {
     dist: ProcDist,
     limit: usize,
     queue: VecDeque<Job>,
-    /// When the frame at the head of the queue is done, while busy.
+    /// Frames tagged with an 802.1Q priority of 6 or 7 (internetwork and
+    /// network control, IEEE 802.1Q Table I-2): a NIC steers them to their
+    /// own receive queue and the driver serves it first, so control
+    /// traffic (the STSDR's DS frames) does not wait behind a data
+    /// backlog. Bounded by `limit` on its own.
+    urgent: VecDeque<Job>,
+    /// Whether the frame in service is the head of `urgent`.
+    serving_urgent: bool,
+    /// When the frame in service is done, while busy.
     done_at: Option<Instant>,
     /// Frames refused because the input queue was full.
     pub drops: u64,
@@ -90,6 +98,8 @@ impl Cpu {
             dist,
             limit,
             queue: VecDeque::new(),
+            urgent: VecDeque::new(),
+            serving_urgent: false,
             done_at: None,
             drops: 0,
             served: 0,
@@ -100,10 +110,10 @@ impl Cpu {
     }
     /// Frames waiting or in service.
     pub fn len(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.urgent.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.queue.is_empty() && self.urgent.is_empty()
     }
     /// A frame arrives at `now`. Returns `false` (counted in
     /// [`drops`](Self::drops)) if the input queue is full. An idle CPU
@@ -116,12 +126,15 @@ impl Cpu {
         meta: Meta,
         d: &mut dyn Draw,
     ) -> bool {
-        if self.queue.len() >= self.limit {
+        let urgent = is_control(&frame);
+        let lane = if urgent { &mut self.urgent } else { &mut self.queue };
+        if lane.len() >= self.limit {
             self.drops += 1;
             return false;
         }
-        self.queue.push_back(Job { port, frame, meta });
+        lane.push_back(Job { port, frame, meta });
         if self.done_at.is_none() {
+            self.serving_urgent = urgent;
             self.done_at = Some(now + self.dist.sample(d));
         }
         true
@@ -135,11 +148,21 @@ impl Cpu {
     /// a late driver does not slow the emulated CPU down.
     pub fn poll_done(&mut self, now: Instant, d: &mut dyn Draw) -> Option<(u16, Vec<u8>, Meta)> {
         let t = self.done_at.filter(|t| *t <= now)?;
-        let job = self.queue.pop_front()?;
+        let job = if self.serving_urgent {
+            self.urgent.pop_front()?
+        } else {
+            self.queue.pop_front()?
+        };
         self.served += 1;
-        self.done_at = (!self.queue.is_empty()).then(|| t + self.dist.sample(d));
+        self.serving_urgent = !self.urgent.is_empty();
+        self.done_at = (!self.is_empty()).then(|| t + self.dist.sample(d));
         Some((job.port, job.frame, job.meta))
     }
+}
+
+/// A frame with an 802.1Q tag of priority 6 or 7.
+fn is_control(frame: &[u8]) -> bool {
+    frame.len() >= 16 && frame[12] == 0x81 && frame[13] == 0x00 && frame[14] >> 5 >= 6
 }
 
 #[cfg(test)]
@@ -157,6 +180,27 @@ mod tests {
         fn unit_f64(&mut self) -> f64 {
             0.5
         }
+    }
+
+    #[test]
+    fn control_priority_frames_overtake_a_data_backlog() {
+        let mut c = Cpu::new(ProcDist::Fixed(Duration(10)), 2);
+        let mut d = Seq(0);
+        let mut tagged = vec![0u8; 60];
+        tagged[12] = 0x81;
+        tagged[14] = 7 << 5;
+        let mut low = tagged.clone();
+        low[14] = 5 << 5;
+        assert!(c.handle_frame(Instant(0), 0, vec![1; 60], Meta::default(), &mut d));
+        assert!(c.handle_frame(Instant(1), 0, low.clone(), Meta::default(), &mut d));
+        // The data lane is full; the control lane has its own room.
+        assert!(!c.handle_frame(Instant(2), 0, vec![2; 60], Meta::default(), &mut d));
+        assert!(c.handle_frame(Instant(3), 0, tagged.clone(), Meta::default(), &mut d));
+        // The frame in service finishes; the control frame goes next.
+        assert_eq!(c.poll_done(Instant(10), &mut d).unwrap().1, vec![1; 60]);
+        assert_eq!(c.poll_done(Instant(20), &mut d).unwrap().1, tagged);
+        assert_eq!(c.poll_done(Instant(30), &mut d).unwrap().1, low);
+        assert!(c.is_empty());
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod links;
 mod nodes;
 mod paper;
 mod split;
+mod stsdr;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -653,6 +654,7 @@ fn build(
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d, &names.0, &nodes, &links)?,
     };
+    let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed)?;
     let paper = paper::paper(cx, f.paper.as_ref())?;
     let sc = Scenario {
         name: h.name,
@@ -671,6 +673,7 @@ fn build(
         diffserv,
         taprio,
         htb,
+        stsdr,
         paper,
         warnings: Vec::new(),
     };
@@ -788,6 +791,20 @@ fn validate(
                 format!("router {}: {msg}", sc.nodes[i].name)
             };
             cx.err(span, msg, hint)
+        })?;
+    }
+    // STSDR nodes are built as the drivers will build them: what the core
+    // refuses (a DS frame too small for l, timeouts below two cycles...)
+    // is refused here, pointing at [stsdr].
+    let setup = crate::build::Setup::new(sc, &net).map_err(|e| cx.err(f.scenario.span(), e, ""))?;
+    for i in (0..sc.nodes.len()).filter(|&i| sc.nodes[i].is_stsdr()) {
+        crate::build::build_node(sc, &net, &setup, i, &opts).map_err(|msg| {
+            let span = f.stsdr.as_ref().map(|s| s.span()).unwrap_or_else(|| node_span(i));
+            cx.err(
+                span,
+                format!("{} {}: {msg}", sc.nodes[i].kind_name(), sc.nodes[i].name),
+                "the simulator and the live lab would refuse this STSDR as configured",
+            )
         })?;
     }
     Ok(())

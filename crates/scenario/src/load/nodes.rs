@@ -83,6 +83,36 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
                 }
                 NodeKind::Switch(switch_spec(cx, n.switch.as_ref())?)
             }
+            "stsdr-balancer" | "stsdr-forwarder" => {
+                let o = n.opts(&raw::RouterOpts::default());
+                let bad = [
+                    ("scheduler", o.scheduler.as_ref().map(|v| v.span())),
+                    ("queue_packets", o.queue_packets.as_ref().map(|v| v.span())),
+                    ("queue_bytes", o.queue_bytes.as_ref().map(|v| v.span())),
+                    ("tdp_delay", o.tdp_delay.as_ref().map(|v| v.span())),
+                    ("clock_offset", o.clock_offset.as_ref().map(|v| v.span())),
+                    ("clock_drift_ppm", o.clock_drift_ppm.as_ref().map(|v| v.span())),
+                ]
+                .into_iter()
+                .find_map(|(k, s)| s.map(|s| (k, s)));
+                if let Some((k, sp)) = bad {
+                    return Err(cx.err(
+                        sp,
+                        format!("`{k}` does not apply to `{name}`, an STSDR node"),
+                        "an STSDR node takes processing and input_queue; queues, WFQ and T_br are set in [stsdr]",
+                    ));
+                }
+                let r = router_spec(cx, &o, false)?;
+                let spec = StsdrNodeSpec {
+                    processing: r.processing,
+                    input_queue: r.input_queue,
+                };
+                if n.kind.get_ref() == "stsdr-balancer" {
+                    NodeKind::StsdrBalancer(spec)
+                } else {
+                    NodeKind::StsdrForwarder(spec)
+                }
+            }
             "segment" => {
                 return Err(cx.err(
                     n.kind.span(),
@@ -94,7 +124,7 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
                 return Err(cx.err(
                     n.kind.span(),
                     format!("unknown node kind `{other}`"),
-                    "use kind = \"router\", \"host\" or \"switch\"",
+                    "use kind = \"router\", \"host\", \"switch\", \"stsdr-balancer\" or \"stsdr-forwarder\"",
                 ))
             }
         };

@@ -1,0 +1,408 @@
+//! `qosnet reproduce stsdr`: Tables I–V and the fairness–throughput
+//! trade-off of L-DS; `--out DIR` writes `DIR/stsdr/tradeoff.svg`.
+//! `--set rounds=N` sets the scheduling rounds of Tables I and V (default
+//! 10⁵; the paper's 10⁶ takes ~15 s more); every other `--set` goes to the
+//! scenarios.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use qosnet_core::stsdr::fairness::{compare, FairnessReport, FairnessRun, Sizes};
+use qosnet_core::stsdr::Variant;
+use qosnet_scenario::results::Results;
+use qosnet_scenario::Scenario;
+
+use super::SCENARIOS;
+use crate::run::{self, Job};
+use crate::RunOptions;
+
+/// The simple IMIX (7 × 40, 4 × 576, 1 × 1500 IP bytes; Agilent/Spirent's
+/// "simple IMIX", the mix RFC 6985 §4 cites as the common default): the
+/// variable sizes, since the paper's ISP trace is not public.
+const IMIX: [u16; 12] = [40, 40, 40, 40, 40, 40, 40, 576, 576, 576, 576, 1500];
+
+/// One throughput measurement of the whole simulator.
+struct Tput {
+    /// Output packets per second per forwarder (the paper's unit: OL
+    /// output over the window, divided by M).
+    kpps: f64,
+    /// DS frames not heard in their cycle, of those expected.
+    lost_ds_pct: f64,
+    /// Packets offered per forwarder per second.
+    input_kpps: f64,
+}
+
+fn measure(sc: &Scenario, r: &Results) -> Tput {
+    let iv = (r.duration_s - r.warmup_s).max(1e-9);
+    let p = sc.stsdr.as_ref();
+    let outl: Vec<String> = p
+        .map(|p| p.outlinks.iter().map(|&n| sc.nodes[n].name.clone()).collect())
+        .unwrap_or_default();
+    let m = qosnet_scenario::build::stsdr_forwarders(sc).len().max(1) as f64;
+    let out: u64 = r
+        .links
+        .iter()
+        .filter(|l| outl.iter().any(|o| l.name.ends_with(&format!("->{o}"))))
+        .map(|l| l.packets)
+        .sum();
+    let sum = |k: &str| -> u64 { r.nodes.iter().filter_map(|n| n.counters.get(k)).sum() };
+    let expected = (sum("cycles") as f64 * (m - 1.0)).max(1.0);
+    let sent: u64 = r.flows.iter().map(|f| f.sent).sum();
+    Tput {
+        kpps: out as f64 / iv / m / 1e3,
+        lost_ds_pct: 100.0 * sum("ds_missing") as f64 / expected,
+        input_kpps: sent as f64 / iv / m / 1e3,
+    }
+}
+
+fn sim_jobs(variants: Vec<(usize, Vec<String>)>, sets: &[String]) -> Vec<Job<'static, (Scenario, Results)>> {
+    variants
+        .into_iter()
+        .map(|(i, mut extra)| {
+            let mut s = sets.to_vec();
+            s.append(&mut extra);
+            Box::new(move || {
+                let r = run::sim(&SCENARIOS[i], &s)?;
+                Ok((r.scenario, r.results))
+            }) as Job<'static, _>
+        })
+        .collect()
+}
+
+fn paper_row(sc: &Scenario, table: &str, key: &str) -> Vec<f64> {
+    sc.paper
+        .as_ref()
+        .and_then(|p| p.table(table))
+        .and_then(|t| t.row(key))
+        .map(|r| r.iter().filter_map(|c| c.as_f64()).collect())
+        .unwrap_or_default()
+}
+
+fn fairness(rounds: u64, variant: Variant, sizes: Sizes) -> Result<FairnessReport> {
+    let run = FairnessRun {
+        rounds,
+        variant,
+        sizes,
+        ..FairnessRun::table1()
+    };
+    compare(&run).map_err(|e| anyhow!(e))
+}
+
+fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant) -> Result<()> {
+    outln!(
+        "\nTable {name}: bytes per class on OL_1 after {rounds} rounds, centralised WFQ vs {} (M = N = K = 3, equal weights, random ties, seed 1)",
+        variant.name()
+    );
+    outln!("paper figures are for 10^6 rounds (--set rounds=1000000 to match)");
+    outln!(
+        "{:>9} {:>5} {:>13} {:>13} {:>9} {:>14} {:>14} {:>11} {:>11}",
+        "sizes",
+        "class",
+        "central B",
+        "distrib. B",
+        "diff %",
+        "paper central",
+        "paper distr.",
+        "lag c/d B",
+        ""
+    );
+    for (key, sizes) in [
+        ("64", Sizes::Fixed(64)),
+        ("variable", Sizes::Trace(IMIX.to_vec())),
+    ] {
+        let rep = fairness(rounds, variant, sizes)?;
+        let paper = paper_row(sc, name, key);
+        for (k, c) in rep.classes.iter().enumerate() {
+            let diff =
+                100.0 * (c.distributed_bytes as f64 - c.central_bytes as f64) / c.central_bytes.max(1) as f64;
+            let pc = paper.get(2 * k).map(|v| format!("{v:.0}")).unwrap_or_default();
+            let pd = paper
+                .get(2 * k + 1)
+                .map(|v| format!("{v:.0}"))
+                .unwrap_or_default();
+            outln!(
+                "{:>9} {:>5} {:>13} {:>13} {:>+9.4} {:>14} {:>14} {:>11.0} {:>11.0}",
+                if k == 0 {
+                    if key == "64" {
+                        "64 B"
+                    } else {
+                        "IMIX"
+                    }
+                } else {
+                    ""
+                },
+                k + 1,
+                c.central_bytes,
+                c.distributed_bytes,
+                diff,
+                pc,
+                pd,
+                c.central_lag,
+                c.distributed_lag
+            );
+        }
+        outln!(
+            "{:>9} Jain index over classes: centralised {:.8}, distributed {:.8}; largest byte difference {} B",
+            "",
+            rep.central_jain,
+            rep.distributed_jain,
+            rep.max_diff_bytes()
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn run(o: &RunOptions) -> Result<()> {
+    // `rounds=N` is this experiment's own; the rest go to the scenarios.
+    let mut rounds = 100_000u64;
+    let mut sets = Vec::new();
+    for s in o.overrides.sets() {
+        match s.strip_prefix("rounds=") {
+            Some(v) => {
+                rounds = v
+                    .parse()
+                    .ok()
+                    .filter(|r| (1..=100_000_000).contains(r))
+                    .ok_or_else(|| anyhow!("--set rounds={v}: give a number of rounds from 1 to 10^8"))?
+            }
+            None => sets.push(s),
+        }
+    }
+    let base = run::load(&SCENARIOS[0], &sets)?;
+    let lds = run::load(&SCENARIOS[2], &sets)?;
+    let mds = run::load(&SCENARIOS[1], &sets)?;
+
+    // Throughput runs, all at once on the machine's cores.
+    let tbr = ["72us", "76us", "80us"];
+    let mds_l = [15, 20, 25];
+    let lds_l = [15, 20, 25, 100];
+    let curve_l = [1, 5, 15, 25, 50, 100];
+    let mut jobs = Vec::new();
+    // Table II offers each forwarder one packet per T_br, as the paper
+    // did (72 flows, hashed over 3 forwarders).
+    for t in tbr {
+        let us: f64 = t.trim_end_matches("us").parse().unwrap_or(72.0);
+        let per_flow = 3.0 * 1e6 / us / 72.0;
+        jobs.push((
+            0,
+            vec![
+                format!("stsdr.t_br={t}"),
+                format!("defaults.flow.rate={per_flow:.1}pps"),
+            ],
+        ));
+    }
+    for l in mds_l {
+        jobs.push((1, vec![format!("stsdr.l={l}")]));
+    }
+    for l in lds_l {
+        jobs.push((2, vec![format!("stsdr.l={l}")]));
+    }
+    jobs.push((3, vec![]));
+    for l in curve_l.iter().filter(|l| !lds_l.contains(l)) {
+        jobs.push((2, vec![format!("stsdr.l={l}")]));
+    }
+    let runs = run::parallel(sim_jobs(jobs, &sets))?;
+    let t: Vec<Tput> = runs.iter().map(|(sc, r)| measure(sc, r)).collect();
+
+    outln!("Distributed WFQ on the STSDR (Khan, Sahoo & Manjunath, seed 003), simulated");
+    outln!(
+        "M = 3 forwarders, N = 3 outgoing links, K = 3 classes, 2 balancers, 1 Gb/s T-switch; 64-byte IP packets;"
+    );
+    outln!(
+        "forwarder CPU 5.376 us per frame (186 kpps without WFQ, the paper's baseline); phase 2 600 ns, phase 3 450 ns"
+    );
+    outln!("throughput = packets leaving the T-switch on OL_1..OL_3 per second, per forwarder\n");
+
+    outln!("Table II: S-DS throughput vs T_br ({})", base.source);
+    outln!(
+        "{:>6} {:>11} {:>11} {:>11} {:>9} | {:>11} {:>9} {:>11} {:>9}",
+        "T_br",
+        "input kpps",
+        "output kpps",
+        "lost DS %",
+        "output %",
+        "paper in",
+        "lost %",
+        "paper out",
+        "%"
+    );
+    for (i, tb) in tbr.iter().enumerate() {
+        let x = &t[i];
+        let key = tb.trim_end_matches("us");
+        let p = paper_row(&base, "II", key);
+        let g = |k: usize| p.get(k).copied().unwrap_or(f64::NAN);
+        outln!(
+            "{:>6} {:>11.1} {:>11.2} {:>11.2} {:>9.2} | {:>11.1} {:>9.2} {:>11.2} {:>9.2}",
+            tb,
+            x.input_kpps,
+            x.kpps,
+            x.lost_ds_pct,
+            100.0 * x.kpps / x.input_kpps.max(1e-9),
+            g(0) / 1e3,
+            g(1),
+            g(2) / 1e3,
+            g(3)
+        );
+    }
+    outln!("(offered: one packet per T_br per forwarder on average, as in the paper; lost DS = DS frames missing in their cycle)");
+
+    outln!("\nTable III: M-DS throughput, T_br = 72 us ({})", mds.source);
+    outln!(
+        "{:>4} {:>12} {:>11} {:>12}",
+        "l",
+        "kpps",
+        "lost DS %",
+        "paper kpps"
+    );
+    for (i, l) in mds_l.iter().enumerate() {
+        let x = &t[3 + i];
+        let p = paper_row(&mds, "III", &l.to_string());
+        outln!(
+            "{:>4} {:>12.1} {:>11.2} {:>12.1}",
+            l,
+            x.kpps,
+            x.lost_ds_pct,
+            p.first().copied().unwrap_or(f64::NAN)
+        );
+    }
+
+    let nowfq = &t[3 + mds_l.len() + lds_l.len()];
+    outln!(
+        "\nTable IV: L-DS throughput, T_br = 72 us, vs no WFQ ({})",
+        lds.source
+    );
+    outln!(
+        "{:>6} {:>12} {:>14} {:>12} {:>14}",
+        "l",
+        "kpps",
+        "% of no-WFQ",
+        "paper kpps",
+        "paper % of 186"
+    );
+    for (i, l) in lds_l.iter().enumerate() {
+        let x = &t[3 + mds_l.len() + i];
+        let p = paper_row(&lds, "IV", &l.to_string())
+            .first()
+            .copied()
+            .unwrap_or(f64::NAN);
+        outln!(
+            "{:>6} {:>12.1} {:>14.1} {:>12.1} {:>14.1}",
+            l,
+            x.kpps,
+            100.0 * x.kpps / nowfq.kpps.max(1e-9),
+            p,
+            100.0 * p / 186.0
+        );
+    }
+    outln!(
+        "{:>6} {:>12.1} {:>14.1} {:>12.1} {:>14.1}",
+        "no WFQ",
+        nowfq.kpps,
+        100.0,
+        186.0,
+        100.0
+    );
+
+    print_fairness("I", &base, rounds, Variant::Sds)?;
+    print_fairness("V", &lds, rounds, Variant::Lds { packets: 25 })?;
+
+    // Beyond the paper: what L-DS trades. Throughput from the simulator,
+    // fairness as the largest per-class byte difference from centralised
+    // WFQ and the worst service lag behind the GPS fluid, IMIX sizes.
+    outln!("\nFairness vs throughput, L-DS (l = 1 is S-DS scheduling with L-DS accounting), IMIX sizes, {rounds} rounds");
+    outln!(
+        "{:>5} {:>12} {:>16} {:>18} {:>12}",
+        "l",
+        "kpps",
+        "max diff % bytes",
+        "worst GPS lag (B)",
+        "Jain"
+    );
+    let mut curve = Vec::new();
+    for l in curve_l {
+        let x = match lds_l.iter().position(|&y| y == l) {
+            Some(i) => &t[3 + mds_l.len() + i],
+            None => {
+                let k = curve_l
+                    .iter()
+                    .filter(|y| !lds_l.contains(y))
+                    .position(|&y| y == l)
+                    .unwrap_or(0);
+                &t[4 + mds_l.len() + lds_l.len() + k]
+            }
+        };
+        let rep = fairness(
+            rounds,
+            Variant::Lds { packets: l as u16 },
+            Sizes::Trace(IMIX.to_vec()),
+        )?;
+        let diff = rep
+            .classes
+            .iter()
+            .map(|c| {
+                100.0 * (c.distributed_bytes as f64 - c.central_bytes as f64).abs()
+                    / c.central_bytes.max(1) as f64
+            })
+            .fold(0.0, f64::max);
+        let lag = rep.classes.iter().map(|c| c.distributed_lag).fold(0.0, f64::max);
+        outln!(
+            "{:>5} {:>12.1} {:>16.4} {:>18.0} {:>12.8}",
+            l,
+            x.kpps,
+            diff,
+            lag,
+            rep.distributed_jain
+        );
+        curve.push((l, x.kpps, diff, lag));
+    }
+    if let Some(dir) = &o.out {
+        let dir = dir.join("stsdr");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("tradeoff.svg");
+        plot(&path, &curve, nowfq.kpps).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        outln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn plot(path: &Path, curve: &[(u32, f64, f64, f64)], nowfq: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let lag_max = curve.iter().map(|c| c.3).fold(1.0, f64::max) * 1.1;
+    let mut ch = ChartBuilder::on(&root)
+        .caption(
+            "L-DS: throughput vs fairness (IMIX, M = N = K = 3)",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..nowfq.max(1.0) * 1.05, 0f64..lag_max)?;
+    ch.configure_mesh()
+        .x_desc("throughput per forwarder (kpps)")
+        .y_desc("worst service lag behind GPS (bytes)")
+        .draw()?;
+    let pts: Vec<(f64, f64)> = curve.iter().map(|c| (c.1, c.3)).collect();
+    ch.draw_series(LineSeries::new(pts.clone(), BLUE.stroke_width(2)))?;
+    for (c, p) in curve.iter().zip(&pts) {
+        ch.draw_series(std::iter::once(Circle::new(*p, 4, BLUE.filled())))?;
+        ch.draw_series(std::iter::once(Text::new(
+            format!("l={}", c.0),
+            (p.0, p.1),
+            ("sans-serif", 13),
+        )))?;
+    }
+    ch.draw_series(LineSeries::new(
+        vec![(nowfq, 0.0), (nowfq, lag_max)],
+        RED.mix(0.6),
+    ))?
+    .label("no WFQ")
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+    ch.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
