@@ -35,8 +35,9 @@ fn scenarios() -> Vec<PathBuf> {
         for e in rd.flatten() {
             let p = e.path();
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            // Router configs for `qosnet router` are not scenarios.
-            if name.ends_with(".toml") && !name.ends_with(".router.toml") {
+            // Router configs for `qosnet router` and sweep manifests for
+            // `qosnet sweep` are not scenarios.
+            if name.ends_with(".toml") && !name.ends_with(".router.toml") && !name.ends_with(".sweep.toml") {
                 v.push(p);
             }
         }
