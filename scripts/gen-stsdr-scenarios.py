@@ -61,7 +61,7 @@ def flows():
     for g in ["g1", "g2"]:
         for j in [1, 2, 3]:
             for k, dscp in enumerate(["CS0", "CS1", "CS2"]):
-                for p in range(4):
+                for p in range(PORTS):
                     out.append(
                         f'[[flow]]\nname = "{g}_ol{j}_c{k+1}_{p}"\nfrom = "{g}"\nto = "n{j}"\n'
                         f'dscp = "{dscp}"\nsport = {5000 + 10 * p + k}\ndport = {6000 + j}\n')
@@ -76,10 +76,11 @@ def write(fname, **kw):
     text = HEAD.format(**kw) + "\n" + nodes() + "\n" + flows() + kw.get("paper", "")
     open(f"scenarios/stsdr/{fname}", "w").write(text)
 
-# Offered: 2 generators x 36 flows; rate per flow so each forwarder gets
+# Offered: 2 generators x 144 flows; rate per flow so each forwarder gets
 # ~250 kpps on average (hashing spreads flows unevenly), above the 186 kpps
 # it can process: every variant runs saturated.
-RATE = "10400pps"
+PORTS = 16
+RATE = "2600pps"
 PAPER_SDS = """
 # The paper's numbers (Khan, Sahoo & Manjunath), printed beside qosnet's by
 # `qosnet reproduce stsdr`.

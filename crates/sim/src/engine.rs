@@ -79,7 +79,7 @@ impl EventQueue {
         self.slab
             .iter()
             .flatten()
-            .filter(|e| matches!(e, Ev::Arrive { pkt, .. } if !pkt.meta.padding))
+            .filter(|e| matches!(e, Ev::Arrive { pkt, .. } if !pkt.meta.padding && pkt.meta.uid != 0))
             .count()
     }
 }

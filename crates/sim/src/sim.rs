@@ -626,11 +626,13 @@ impl Sim {
     }
 
     /// Packets inside the network: in flight on media, in CPU queues, and
-    /// held by nodes (queues, shapers, hold buffers).
+    /// held by nodes (queues, shapers, hold buffers). Only traffic counts
+    /// (frames with a uid): control frames (ARP, DS frames) are made and
+    /// consumed by nodes, like padding.
     pub fn in_flight(&self) -> usize {
         let mut n = self.q.frames_in_flight();
         for s in &self.slots {
-            n += s.cpu.as_ref().map_or(0, |c| c.len());
+            n += s.cpu.as_ref().map_or(0, |c| c.traffic_len());
             n += s.node.ledger().held as usize;
         }
         for m in &self.media {

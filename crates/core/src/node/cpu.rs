@@ -112,6 +112,15 @@ impl Cpu {
     pub fn len(&self) -> usize {
         self.queue.len() + self.urgent.len()
     }
+    /// Traffic frames (with a uid) waiting or in service: the driver's
+    /// conservation ledger counts only these.
+    pub fn traffic_len(&self) -> usize {
+        self.queue
+            .iter()
+            .chain(&self.urgent)
+            .filter(|j| j.meta.uid != 0)
+            .count()
+    }
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty() && self.urgent.is_empty()
     }

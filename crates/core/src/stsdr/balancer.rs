@@ -103,6 +103,8 @@ impl BalancerConfig {
 /// The load balancer (see the module docs).
 pub struct Balancer {
     cfg: BalancerConfig,
+    /// Traffic copies (a flooding switch's) for other stations, filtered.
+    filtered_traffic: u64,
     out: VecDeque<Packet>,
     busy_until: Instant,
     alive: Vec<bool>,
@@ -134,6 +136,7 @@ impl Balancer {
         cfg.validate()?;
         let m = cfg.forwarders.len();
         Ok(Balancer {
+            filtered_traffic: 0,
             out: VecDeque::new(),
             busy_until: Instant::ZERO,
             alive: vec![true; m],
@@ -333,6 +336,12 @@ impl Node for Balancer {
         let broadcast = dst == Some(MacAddr::BROADCAST);
         if dst.is_some() && !broadcast && dst != Some(self.cfg.mac) {
             self.bump("rx_not_for_us");
+            // A switch flooding unknown unicast hands us a copy of someone
+            // else's traffic: the NIC filters it, and the driver's ledger
+            // must count the copy as gone (the switch counted it created).
+            if meta.uid != 0 {
+                self.filtered_traffic += 1;
+            }
             return;
         }
         if wire::ethertype(&frame) == Some(wire::ETHERTYPE_ARP) {
@@ -416,7 +425,7 @@ impl Node for Balancer {
             .count();
         Ledger {
             held: (self.out.len() - ctrl) as u64,
-            dropped: self.drops.values().sum(),
+            dropped: self.drops.values().sum::<u64>() + self.filtered_traffic,
             created: 0,
         }
     }

@@ -408,6 +408,8 @@ struct ArpPending {
 /// An STSDR forwarder (see the module docs).
 pub struct Forwarder {
     cfg: ForwarderConfig,
+    /// Traffic copies (a flooding switch's) for other stations, filtered.
+    filtered_traffic: u64,
     dims: Dims,
     pub routes: RouteTable,
     classifier: Option<Classify>,
@@ -475,6 +477,7 @@ impl Forwarder {
         let dims = cfg.dims();
         let m = dims.forwarders;
         Ok(Forwarder {
+            filtered_traffic: 0,
             dwfq: Dwfq::new(dims, cfg.weights.clone(), cfg.tie, cfg.proposer)?,
             fe_timeout: cfg.timeout(cfg.fe_timeout),
             master_timeout: cfg.timeout(cfg.master_timeout),
@@ -1414,6 +1417,12 @@ impl Node for Forwarder {
         }
         if dst.is_some() && !broadcast && dst != Some(self.cfg.mac) {
             self.bump("rx_not_for_us");
+            // A switch flooding unknown unicast hands us a copy of someone
+            // else's traffic: the NIC filters it, and the driver's ledger
+            // must count the copy as gone (the switch counted it created).
+            if meta.uid != 0 {
+                self.filtered_traffic += 1;
+            }
             return;
         }
         if wire::ethertype(&frame) == Some(wire::ETHERTYPE_ARP) {
@@ -1480,7 +1489,7 @@ impl Node for Forwarder {
     fn ledger(&self) -> Ledger {
         Ledger {
             held: self.held() as u64,
-            dropped: self.drops.values().sum(),
+            dropped: self.drops.values().sum::<u64>() + self.filtered_traffic,
             created: 0,
         }
     }

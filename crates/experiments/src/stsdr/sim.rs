@@ -180,10 +180,10 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let curve_l = [1, 5, 15, 25, 50, 100];
     let mut jobs = Vec::new();
     // Table II offers each forwarder one packet per T_br, as the paper
-    // did (72 flows, hashed over 3 forwarders).
+    // did (288 flows, hashed over 3 forwarders).
     for t in tbr {
         let us: f64 = t.trim_end_matches("us").parse().unwrap_or(72.0);
-        let per_flow = 3.0 * 1e6 / us / 72.0;
+        let per_flow = 3.0 * 1e6 / us / 288.0;
         jobs.push((
             0,
             vec![
