@@ -12,6 +12,7 @@
 pub mod afpacket;
 pub mod bench;
 pub mod clock;
+pub mod containerlab;
 pub mod device;
 pub mod driver;
 pub mod iface;

@@ -25,6 +25,33 @@ pub enum LabCmd {
     Exec(LabExecArgs),
     /// Remove every namespace of a lab prefix (leftovers of a crashed run).
     Down(PrefixArgs),
+    /// Write the scenario as a lab for another tool: a containerlab
+    /// topology whose nodes run `qosnet node` (no root needed).
+    Export(LabExportArgs),
+}
+
+#[derive(Args)]
+pub struct LabExportArgs {
+    #[command(flatten)]
+    pub sc: ScenarioArgs,
+    /// Containerlab topology file to write (e.g. line.clab.yml); the node
+    /// configs and the scenario go into qosnet-LAB/ beside it.
+    #[arg(long, value_name = "FILE")]
+    pub containerlab: PathBuf,
+    /// Image of the qosnet nodes' containers (the binary is bound in).
+    #[arg(long, default_value = "debian:bookworm-slim")]
+    pub image: String,
+    /// Image of the hosts' containers (needs iproute2).
+    #[arg(long, default_value = "ghcr.io/hellt/network-multitool")]
+    pub host_image: String,
+    /// The qosnet binary on the machine that deploys the lab (default:
+    /// this one).
+    #[arg(long, value_name = "PATH")]
+    pub qosnet_bin: Option<PathBuf>,
+    /// Address each qosnet node serves Prometheus metrics on inside its
+    /// container (reachable on its management address); `none` for none.
+    #[arg(long, default_value = "0.0.0.0:9469")]
+    pub metrics: String,
 }
 
 #[derive(Args)]
@@ -81,6 +108,7 @@ pub fn run(c: LabCmd) -> Result<()> {
         LabCmd::Run(a) => lab_run(a),
         LabCmd::Up(a) => lab_up(a),
         LabCmd::Exec(a) => lab_exec(a),
+        LabCmd::Export(a) => lab_export(a),
         LabCmd::Down(a) => {
             need_root("qosnet lab down")?;
             let removed = lab::cleanup(&a.prefix).map_err(|e| anyhow!("{e}"))?;
@@ -257,6 +285,38 @@ fn node_processes(sc: &ScenarioArgs) -> Result<(NodeProcesses, Option<tempfile::
         },
         Some(dir),
     ))
+}
+
+fn lab_export(a: LabExportArgs) -> Result<()> {
+    let sc = a.sc.load()?;
+    let text = match &a.sc.scenario {
+        Some(p) if std::path::Path::new(p).exists() => {
+            std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?
+        }
+        Some(p) => qosnet_experiments::find_scenario(p)
+            .ok_or_else(|| anyhow!("{p}: no such file"))?
+            .text
+            .to_string(),
+        None => qosnet_experiments::default_scenario().text.to_string(),
+    };
+    let bin = match &a.qosnet_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().context("finding the qosnet binary")?,
+    };
+    let o = qosnet_live::containerlab::ClabOptions {
+        image: a.image.clone(),
+        host_image: a.host_image.clone(),
+        qosnet_bin: bin,
+        metrics: (a.metrics != "none").then(|| a.metrics.clone()),
+        sets: a.sc.run.overrides().sets(),
+    };
+    let e = qosnet_live::containerlab::export(&sc, &text, &o).map_err(|e| anyhow!(e))?;
+    let files = qosnet_live::containerlab::write(&e, &a.containerlab).map_err(|e| anyhow!(e))?;
+    for f in &files {
+        outln!("wrote {}", f.display());
+    }
+    outln!("deploy: sudo containerlab deploy -t {}", a.containerlab.display());
+    Ok(())
 }
 
 fn lab_exec(a: LabExecArgs) -> Result<()> {
