@@ -18,6 +18,7 @@ mod header;
 mod links;
 mod nodes;
 mod paper;
+mod rether;
 mod split;
 
 use std::collections::HashMap;
@@ -649,6 +650,8 @@ fn build(
     let routes = extras::routes(cx, f, &names, &nodes, &links)?;
     let taprio = extras::taprio(cx, f, &nodes)?;
     let htb = extras::htb(cx, f, &nodes, &links)?;
+    let rether = rether::params(cx, f, &nodes)?;
+    rether::stations(cx, f, &nodes, &links)?;
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d, &names.0, &nodes, &links)?,
@@ -671,6 +674,7 @@ fn build(
         diffserv,
         taprio,
         htb,
+        rether,
         paper,
         warnings: Vec::new(),
     };
