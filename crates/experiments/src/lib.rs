@@ -47,6 +47,7 @@ mod run;
 
 pub mod degeb;
 pub mod ethernet;
+pub mod rether;
 pub mod tdp_icc2006;
 
 use std::path::PathBuf;
@@ -56,6 +57,7 @@ pub static REGISTRY: &[&Experiment] = &[
     &tdp_icc2006::EXPERIMENT,
     &degeb::EXPERIMENT,
     &ethernet::EXPERIMENT,
+    &rether::EXPERIMENT,
 ];
 
 /// The registry.
