@@ -175,6 +175,12 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize) -> Result<RetherHost
         mtu: 1500,
         window_start: Instant(sc.warmup.as_nanos()),
         window_end: Instant(sc.duration.as_nanos()),
+        faults: p
+            .faults
+            .iter()
+            .filter(|(n, _)| *n == i)
+            .map(|(_, f)| f.clone())
+            .collect(),
     };
     RetherHost::new(st, app).map_err(|e| format!("RETHER station {}: {e}", node.name))
 }

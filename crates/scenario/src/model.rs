@@ -113,6 +113,8 @@ pub struct RetherParams {
     pub ack_stagger: Duration,
     /// Stations boot in CSMA mode (`true`) or by joining (§2.4).
     pub boot_csma: bool,
+    /// `[[rether.fault]]`: (station node, failure).
+    pub faults: Vec<(usize, qosnet_core::rether::app::Fault)>,
 }
 
 /// `[taprio]`, validated: the cycle starts at `base_time`; each entry opens

@@ -49,6 +49,18 @@ pub struct Rether {
     pub buffers: Option<S<i64>>,
     pub ack_stagger: Option<S<String>>,
     pub boot: Option<S<String>>,
+    pub fault: Option<Vec<S<RetherFault>>>,
+}
+
+/// `[[rether.fault]]`: a failure injected at a station.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RetherFault {
+    pub node: S<String>,
+    pub at: S<String>,
+    pub kind: S<String>,
+    pub restart: Option<S<String>>,
+    pub count: Option<S<i64>>,
 }
 
 /// `[htb]`: the class tree of `scheduler = "htb"` ports.

@@ -115,3 +115,20 @@ fn stations_sit_on_one_segment_with_unique_ids() {
     ));
     assert!(e.msg.contains("without RETHER stations"), "{e}");
 }
+
+#[test]
+fn faults_are_read_and_checked() {
+    let ok = format!(
+        "{BASE}\n[rether]\n[[rether.fault]]\nnode = \"s1\"\nat = \"1ms\"\nkind = \"crash\"\nrestart = \"2ms\"\n[[rether.fault]]\nnode = \"s2\"\nat = \"1ms\"\nkind = \"drop-token\"\ncount = 2\n"
+    );
+    let sc = load_str("r.toml", &ok, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sc.rether.map(|p| p.faults.len()), Some(2));
+    let e = err(&ok.replace("kind = \"crash\"", "kind = \"explode\""));
+    assert!(e.line > 0 && e.hint.contains("crash-holding"), "{e}");
+    let e = err(&ok.replace("restart = \"2ms\"", "restart = \"1ms\""));
+    assert!(e.line > 0 && e.msg.contains("restart"), "{e}");
+    let e = err(&ok.replace("node = \"s2\"", "node = \"h\""));
+    assert!(e.line > 0 && e.msg.contains("not a RETHER station"), "{e}");
+    let e = err(&ok.replace("count = 2", "count = 2\nrestart = \"5ms\""));
+    assert!(e.msg.contains("does not apply"), "{e}");
+}

@@ -62,6 +62,28 @@ pub struct RtFlow {
     pub stop: Option<Instant>,
 }
 
+/// A failure injected at a station (§2.4 and beyond: what the paper's
+/// fault tolerance and qosnet's token regeneration must survive).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fault {
+    pub at: Instant,
+    pub kind: FaultKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultKind {
+    /// The station stops dead at `at` (`holding`: at the first moment
+    /// from `at` on that it holds the token), and with `restart` boots
+    /// again then, joining the segment (§2.4's node join). Its sessions
+    /// die with it.
+    Crash { holding: bool, restart: Option<Instant> },
+    /// The next `count` token frames passing the token to this station
+    /// from `at` on are lost before it receives them.
+    DropTokens { count: u32 },
+    /// ... arrive damaged (a bad version byte).
+    CorruptTokens { count: u32 },
+}
+
 /// The applications of a RETHER host.
 #[derive(Clone, Debug)]
 pub struct AppConfig {
@@ -83,6 +105,8 @@ pub struct AppConfig {
     pub window_start: Instant,
     /// ... to here (the end of the scenario's measurement).
     pub window_end: Instant,
+    /// Failures to inject, in any order.
+    pub faults: Vec<Fault>,
 }
 
 /// Running min/mean/max/std of a series of durations.
@@ -195,6 +219,21 @@ pub struct RetherHost {
     units_delivered: u64,
     units_dropped: u64,
     bad_units: u64,
+    /// The configuration to boot again with after a crash.
+    boot_cfg: super::station::StationConfig,
+    /// Crashed: deaf and mute until the restart, if any.
+    down: Option<Option<Instant>>,
+    /// The NIC holds a frame (port 0 is half duplex).
+    nic_busy: bool,
+    /// The NIC still holds a frame handed over before the crash.
+    nic_busy_at_crash: bool,
+    /// Per fault: done.
+    fault_done: Vec<bool>,
+    crashes: u64,
+    restarts: u64,
+    tokens_dropped: u64,
+    tokens_corrupted: u64,
+    frames_while_down: u64,
 }
 
 impl RetherHost {
@@ -229,7 +268,18 @@ impl RetherHost {
         for f in &cfg.recv {
             rx.insert(f.flow, RxApp::default());
         }
+        let n_faults = cfg.faults.len();
         Ok(RetherHost {
+            boot_cfg: st.config().clone(),
+            down: None,
+            nic_busy: false,
+            nic_busy_at_crash: false,
+            fault_done: vec![false; n_faults],
+            crashes: 0,
+            restarts: 0,
+            tokens_dropped: 0,
+            tokens_corrupted: 0,
+            frames_while_down: 0,
             st,
             cfg,
             tx,
@@ -516,6 +566,82 @@ impl RetherHost {
         }
     }
 
+    /// Crash or restart as the faults say; `true` while the station is down.
+    fn faults(&mut self, now: Instant) -> bool {
+        if let Some(restart) = self.down {
+            match restart {
+                Some(t) if t <= now => {
+                    let mut c = self.boot_cfg.clone();
+                    c.boot = super::station::Boot::Join;
+                    if let Ok(st) = RetherStation::new(c) {
+                        self.st = st;
+                        self.down = None;
+                        self.restarts += 1;
+                        self.last_nrt_visit = None;
+                    }
+                }
+                _ => return true,
+            }
+        }
+        for i in 0..self.cfg.faults.len() {
+            if self.fault_done[i] || self.cfg.faults[i].at > now {
+                continue;
+            }
+            if let FaultKind::Crash { holding, restart } = self.cfg.faults[i].kind {
+                if holding && !self.st.holds_token() {
+                    continue;
+                }
+                self.fault_done[i] = true;
+                self.crashes += 1;
+                self.down = Some(restart);
+                // A frame already in the NIC still goes out (software
+                // cannot recall it); its completion is swallowed.
+                self.nic_busy_at_crash = self.nic_busy;
+                for t in self.tx.values_mut() {
+                    t.closed = true;
+                    t.last_visit = None;
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A token frame about to reach the station: lost or damaged by a
+    /// fault? `None`: lost.
+    fn token_fault(&mut self, now: Instant, mut frame: Vec<u8>) -> Option<Vec<u8>> {
+        // Every token frame is multicast; a fault takes the ones passing
+        // the token to this station.
+        let me = self.st.id();
+        let is_token = super::wire::is_rether(&frame)
+            && matches!(super::wire::parse(&frame), Ok(super::wire::Frame::Token(t)) if t.to == me);
+        if !is_token {
+            return Some(frame);
+        }
+        for f in self.cfg.faults.iter_mut() {
+            if f.at > now {
+                continue;
+            }
+            match &mut f.kind {
+                FaultKind::DropTokens { count } if *count > 0 => {
+                    *count -= 1;
+                    self.tokens_dropped += 1;
+                    return None;
+                }
+                FaultKind::CorruptTokens { count } if *count > 0 => {
+                    *count -= 1;
+                    self.tokens_corrupted += 1;
+                    if frame.len() > eth::ETH_HDR {
+                        frame[eth::ETH_HDR] ^= 0xEE;
+                    }
+                    return Some(frame);
+                }
+                _ => {}
+            }
+        }
+        Some(frame)
+    }
+
     /// Close sessions whose flow stopped.
     fn close_due(&mut self, now: Instant) {
         if !self.cfg.rether {
@@ -564,10 +690,21 @@ impl Node for RetherHost {
         self.st.port_count()
     }
     fn handle_frame(&mut self, now: Instant, port: u16, frame: Vec<u8>, meta: Meta) {
+        if self.faults(now) {
+            self.frames_while_down += 1;
+            return;
+        }
+        let Some(frame) = self.token_fault(now, frame) else {
+            return;
+        };
         self.st.handle_frame(now, port, frame, meta);
         self.pump(now);
     }
     fn handle_send(&mut self, now: Instant, pkt: Packet) {
+        if self.faults(now) {
+            self.units_dropped += 1;
+            return;
+        }
         let probe = eth::parse_ipv4(&pkt.data)
             .ok()
             .and_then(|info| Probe::decode(eth::udp_payload(&pkt.data, &info)));
@@ -619,20 +756,52 @@ impl Node for RetherHost {
         self.pump(now);
     }
     fn handle_timeout(&mut self, now: Instant) {
+        if self.faults(now) {
+            return;
+        }
         self.close_due(now);
         self.st.handle_timeout(now);
         self.pump(now);
     }
     fn handle_tx_done(&mut self, now: Instant, port: u16, status: TxStatus) {
+        if port == 0 {
+            self.nic_busy = false;
+        }
+        if port == 0 && std::mem::take(&mut self.nic_busy_at_crash) {
+            // The completion of a frame handed over before the crash: the
+            // station it belonged to is gone.
+            return;
+        }
+        if self.down.is_some() {
+            return;
+        }
         self.st.handle_tx_done(now, port, status);
         self.pump(now);
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if self.down.is_some() || self.nic_busy_at_crash {
+            return None;
+        }
         let t = self.st.poll_transmit(now);
+        if t.as_ref().is_some_and(|t| t.port == 0) {
+            self.nic_busy = true;
+        }
         self.pump(now);
         t
     }
     fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        if let Some(restart) = self.down {
+            return restart;
+        }
+        // A fault waiting for its time (or, crash-holding, for the token).
+        let fault = self
+            .cfg
+            .faults
+            .iter()
+            .zip(&self.fault_done)
+            .filter(|(f, done)| !**done && matches!(f.kind, FaultKind::Crash { .. }))
+            .map(|(f, _)| f.at.max(now))
+            .min();
         let close = if self.cfg.rether {
             self.cfg
                 .send
@@ -643,10 +812,16 @@ impl Node for RetherHost {
         } else {
             None
         };
-        match (self.st.poll_timeout(now), close) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let holding_wait = self.cfg.faults.iter().zip(&self.fault_done).any(|(f, done)| {
+            !*done && matches!(f.kind, FaultKind::Crash { holding: true, .. }) && f.at <= now
+        });
+        // Waiting to crash while holding the token: the station's own
+        // timers and frames wake it at the moments that can change that.
+        let fault = if holding_wait { None } else { fault };
+        [self.st.poll_timeout(now), close, fault]
+            .into_iter()
+            .flatten()
+            .min()
     }
     fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
@@ -660,6 +835,11 @@ impl Node for RetherHost {
             ("ip_packets_fragmented", self.packets_fragmented),
             ("ip_fragments_sent", self.fragments_sent),
             ("ip_reassembly_evicted", self.reasm_evicted),
+            ("fault_crashes", self.crashes),
+            ("fault_restarts", self.restarts),
+            ("fault_tokens_dropped", self.tokens_dropped),
+            ("fault_tokens_corrupted", self.tokens_corrupted),
+            ("fault_frames_while_down", self.frames_while_down),
         ] {
             if n > 0 {
                 v.push((k.to_string(), n));

@@ -650,7 +650,7 @@ fn build(
     let routes = extras::routes(cx, f, &names, &nodes, &links)?;
     let taprio = extras::taprio(cx, f, &nodes)?;
     let htb = extras::htb(cx, f, &nodes, &links)?;
-    let rether = rether::params(cx, f, &nodes)?;
+    let rether = rether::params(cx, f, &names, &nodes)?;
     rether::stations(cx, f, &nodes, &links)?;
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),

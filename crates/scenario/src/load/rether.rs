@@ -8,9 +8,11 @@ use std::ops::Range;
 use qosnet_core::rether::NrtPolicy;
 use qosnet_core::Duration;
 
-use super::{Ctx, ScenarioError};
+use super::{Ctx, Names, ScenarioError};
 use crate::model::*;
 use crate::raw;
+use qosnet_core::rether::app::{Fault, FaultKind};
+use qosnet_core::Instant;
 
 /// The defaults of `[rether]`: the paper's 1995 PCs on 10 Mb/s (§4).
 pub const TRT: Duration = Duration(33_333_333);
@@ -23,7 +25,12 @@ pub const BUFFERS: usize = 4;
 const WHY: &str = "RETHER's cycles are tens of milliseconds (TRT 33.33 ms for 30 frames/s)";
 
 /// `[rether]`, validated, if the scenario has RETHER stations.
-pub(super) fn params(cx: &Ctx, f: &raw::File, nodes: &[Node]) -> Result<Option<RetherParams>, ScenarioError> {
+pub(super) fn params(
+    cx: &Ctx,
+    f: &raw::File,
+    names: &Names,
+    nodes: &[Node],
+) -> Result<Option<RetherParams>, ScenarioError> {
     let any = nodes.iter().any(|n| n.is_rether());
     let Some(r) = f.rether.as_ref() else {
         return Ok(any.then(defaults));
@@ -102,6 +109,7 @@ pub(super) fn params(cx: &Ctx, f: &raw::File, nodes: &[Node]) -> Result<Option<R
             .unwrap_or(BUFFERS),
         ack_stagger: dur(&r.ack_stagger, "ack_stagger", Duration::ZERO)?,
         boot_csma,
+        faults: faults(cx, r, names, nodes)?,
     }))
 }
 
@@ -122,7 +130,91 @@ fn defaults() -> RetherParams {
         buffers: BUFFERS,
         ack_stagger: Duration::ZERO,
         boot_csma: true,
+        faults: Vec::new(),
     }
+}
+
+/// `[[rether.fault]]` entries.
+fn faults(
+    cx: &Ctx,
+    r: &raw::Rether,
+    names: &Names,
+    nodes: &[Node],
+) -> Result<Vec<(usize, Fault)>, ScenarioError> {
+    let mut v = Vec::new();
+    let max = super::limits::MAX_RUN;
+    for fl in r.fault.iter().flatten() {
+        let fl = fl.get_ref();
+        let n = names.lookup(cx, &fl.node, "fault node")?;
+        if !nodes[n].is_rether() {
+            return Err(cx.err(
+                fl.node.span(),
+                format!("fault at `{}`, which is not a RETHER station", nodes[n].name),
+                "faults are injected at kind = \"rether\" nodes",
+            ));
+        }
+        let at = Instant(
+            cx.dur_max(&fl.at, max, "at", "faults happen within the run")?
+                .as_nanos(),
+        );
+        let restart = fl
+            .restart
+            .as_ref()
+            .map(|v| cx.dur_max(v, max, "restart", "faults happen within the run"))
+            .transpose()?
+            .map(|d| Instant(d.as_nanos()));
+        if let (Some(t), Some(v)) = (restart, &fl.restart) {
+            if t <= at {
+                return Err(cx.err(
+                    v.span(),
+                    "restart is not after at",
+                    "a station restarts after it crashed",
+                ));
+            }
+        }
+        let count = fl
+            .count
+            .as_ref()
+            .map(|v| cx.int(v, 1, 1_000_000, "count"))
+            .transpose()?
+            .unwrap_or(1);
+        let extra = |k: &str, sp: Option<Range<usize>>| -> Result<(), ScenarioError> {
+            match sp {
+                Some(sp) => Err(cx.err(
+                    sp,
+                    format!("`{k}` does not apply to this fault kind"),
+                    "restart goes with crashes, count with token faults",
+                )),
+                None => Ok(()),
+            }
+        };
+        let kind = match fl.kind.get_ref().as_str() {
+            "crash" | "crash-holding" => {
+                extra("count", fl.count.as_ref().map(|c| c.span()))?;
+                FaultKind::Crash {
+                    holding: fl.kind.get_ref() == "crash-holding",
+                    restart,
+                }
+            }
+            "drop-token" | "corrupt-token" => {
+                extra("restart", fl.restart.as_ref().map(|c| c.span()))?;
+                if fl.kind.get_ref() == "drop-token" {
+                    FaultKind::DropTokens { count }
+                } else {
+                    FaultKind::CorruptTokens { count }
+                }
+            }
+            other => {
+                return Err(cx.err(
+                    fl.kind.span(),
+                    format!("unknown fault kind `{other}`"),
+                    "use \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\" or \"corrupt-token\"",
+                ))
+            }
+        };
+        v.push((n, Fault { at, kind }));
+    }
+    Ok(v)
 }
 
 /// Every RETHER station sits on one segment with the others, and ids are
