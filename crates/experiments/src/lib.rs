@@ -50,6 +50,7 @@ pub use run::cores;
 
 pub mod degeb;
 pub mod ethernet;
+pub mod rether;
 pub mod stsdr;
 pub mod tdp_icc2006;
 
@@ -61,6 +62,7 @@ pub static REGISTRY: &[&Experiment] = &[
     &degeb::EXPERIMENT,
     &ethernet::EXPERIMENT,
     &stsdr::EXPERIMENT,
+    &rether::EXPERIMENT,
 ];
 
 /// The registry.

@@ -84,6 +84,12 @@ impl LiveLayout {
 
 /// Map a scenario and its network onto a lab description.
 pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, String> {
+    if let Some(n) = sc.nodes.iter().find(|n| n.is_rether()) {
+        return Err(format!(
+            "node {}: RETHER stations run in sim only so far (live needs one qosnet process per station on a TAP); use `qosnet sim`",
+            n.name
+        ));
+    }
     if let Some(f) = sc.flows.iter().find(|f| f.echo) {
         return Err(format!(
             "flow {}: echo flows (round trips) are not supported live yet; use irtt in a `qosnet lab up` lab",
@@ -1059,6 +1065,7 @@ fn results(
         nodes.push(NodeResult {
             name: n.name.clone(),
             counters,
+            details: None,
         });
     }
     for (i, n) in sc.nodes.iter().enumerate() {
@@ -1078,6 +1085,7 @@ fn results(
         nodes.push(NodeResult {
             name: n.name.clone(),
             counters,
+            details: None,
         });
     }
     let sink_total = sinks.iter().fold(SinkCounters::default(), |mut a, s| {

@@ -10,6 +10,7 @@ use std::net::Ipv4Addr;
 
 use qosnet_core::flow::FlowKey;
 use qosnet_core::node::{Duplex, Node};
+use qosnet_core::rether::app::{AppConfig, RetherHost, RtFlow};
 use qosnet_core::route::{Route, RouteTable};
 use qosnet_core::router::{PortConfig, Router, TdpNode};
 use qosnet_core::sched::{Fifo, Scheduler};
@@ -18,7 +19,7 @@ use qosnet_core::stsdr::{Balancer, BalancerConfig, Forwarder, ForwarderConfig, L
 use qosnet_core::switch::{Switch, SwitchConfig, SwitchPortConfig, VlanMode};
 use qosnet_core::tdp::{Ctr, EdgeShaper, PaddingSpec, StampMode, TdpWheel};
 use qosnet_core::wire::IPPROTO_UDP;
-use qosnet_core::Framing;
+use qosnet_core::{Duration, Framing, Instant};
 
 use crate::model::{NodeKind, RouterSpec, Scenario, SchedKind, StsdrParams, SwitchSpec};
 use crate::tdpplan::{self, TdpPlan};
@@ -75,6 +76,7 @@ pub fn build_node(
         NodeKind::Switch(spec) => Some(Box::new(build_switch(sc, net, i, spec)?)),
         NodeKind::StsdrForwarder(_) => Some(Box::new(build_forwarder(sc, net, i, opts)?)),
         NodeKind::StsdrBalancer(_) => Some(Box::new(build_balancer(sc, net, i)?)),
+        NodeKind::Rether(_) => Some(Box::new(build_rether(sc, net, i)?)),
     })
 }
 
@@ -196,6 +198,116 @@ pub fn build_balancer(sc: &Scenario, net: &Network, i: usize) -> Result<Balancer
     };
     cfg.vid = Some(p.vlan);
     Balancer::new(cfg)
+}
+
+/// The RETHER station of node `i` with its host's applications: every
+/// station of the scenario is a member of the segment (§2.2.2's N), the
+/// protocol parameters are `[rether]`'s, and each `rt` flow is a session
+/// whose number its sender and receiver agree on (the k-th rt flow a
+/// station sends is its session k, opened in flow order).
+pub fn build_rether(sc: &Scenario, net: &Network, i: usize) -> Result<RetherHost, String> {
+    use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig, TimingModel};
+    let node = &sc.nodes[i];
+    let NodeKind::Rether(spec) = &node.kind else {
+        return Err(format!("node {} is not a RETHER station", node.name));
+    };
+    let p = sc.rether.as_ref().ok_or("[rether] parameters missing")?;
+    let id_of = |n: usize| match &sc.nodes[n].kind {
+        NodeKind::Rether(s) => Some(s.id),
+        _ => None,
+    };
+    let f = net.nodes[i]
+        .ifaces
+        .first()
+        .ok_or_else(|| format!("RETHER station {} has no port", node.name))?;
+    let NodeKind::Segment(seg) = &sc.nodes[f.peer].kind else {
+        return Err(format!("RETHER station {} is not on a segment", node.name));
+    };
+    let members: Vec<u16> = (0..sc.nodes.len()).filter_map(id_of).collect();
+    let peer_macs = (0..sc.nodes.len())
+        .filter(|&n| n != i)
+        .filter_map(|n| Some((id_of(n)?, net.nodes[n].ifaces.first()?.mac)))
+        .collect();
+    let mut cfg = StationConfig::new(node.name.clone(), spec.id, f.mac, members.clone());
+    cfg.peer_macs = peer_macs;
+    cfg.timing = TimingModel {
+        rate_bps: seg.capacity_bps,
+        per_packet: p.a,
+        per_message: p.b,
+        t_token: p.t_token,
+        framing: seg.framing,
+    };
+    cfg.trt = p.trt;
+    cfg.t_nrt = match p.t_nrt {
+        Some(t) => t,
+        None => {
+            let eq6 = timing::paper_t_nrt_min(members.len() as u64, p.t_token, 1, 5, p.trt);
+            let one = cfg
+                .timing
+                .nrt_visit_max(qosnet_core::rether::NrtPolicy::OnePacket)
+                .unwrap_or(Duration::ZERO);
+            eq6.max(one)
+        }
+    };
+    cfg.nrt_policy = p.nrt_policy;
+    cfg.ack_stagger = p.ack_stagger;
+    cfg.boot = if p.boot_csma { Boot::Csma } else { Boot::Join };
+    // Visits are drained after every call, so a short trace suffices.
+    cfg.trace_visits = 1024;
+    let st = RetherStation::new(cfg).map_err(|e| e.to_string())?;
+    let mut send = Vec::new();
+    let mut recv = Vec::new();
+    let mut per_sender: HashMap<usize, u16> = HashMap::new();
+    for fl in sc.flows.iter().filter(|fl| fl.rt) {
+        let num = per_sender.entry(fl.from).or_insert(0);
+        let session = SessionId {
+            sender: id_of(fl.from).ok_or_else(|| format!("rt flow {}: sender is not a station", fl.name))?,
+            num: *num,
+        };
+        *num += 1;
+        let pps = fl.pps();
+        if pps.is_nan() || pps <= 0.0 {
+            return Err(format!("rt flow {}: needs a positive rate", fl.name));
+        }
+        // A unit is the whole frame the host hands over (Ethernet header
+        // and IP packet); the reservation covers the units one TRT brings.
+        let unit = (14 + fl.size.mean().round() as u64).max(60);
+        let per_trt = (pps * p.trt.as_secs_f64() - 1e-6).ceil().max(1.0) as u64;
+        let bytes_per_trt = u32::try_from(unit * per_trt)
+            .map_err(|_| format!("rt flow {}: reservation too large", fl.name))?;
+        let rf = RtFlow {
+            flow: fl.id,
+            name: fl.name.clone(),
+            session,
+            receiver: id_of(fl.to)
+                .ok_or_else(|| format!("rt flow {}: receiver is not a station", fl.name))?,
+            bytes_per_trt,
+            period_ns: 1e9 / pps,
+            stop: fl.stop.map(|s| Instant(s.as_nanos())),
+        };
+        if fl.from == i {
+            send.push(rf);
+        } else if fl.to == i {
+            recv.push(rf);
+        }
+    }
+    let app = AppConfig {
+        send,
+        recv,
+        rether: p.enabled,
+        late_threshold: p.late_threshold,
+        buffers: p.buffers,
+        mtu: 1500,
+        window_start: Instant(sc.warmup.as_nanos()),
+        window_end: Instant(sc.duration.as_nanos()),
+        faults: p
+            .faults
+            .iter()
+            .filter(|(n, _)| *n == i)
+            .map(|(_, f)| f.clone())
+            .collect(),
+    };
+    RetherHost::new(st, app).map_err(|e| format!("RETHER station {}: {e}", node.name))
 }
 
 /// How a port reaches its link: half duplex on a shared segment.

@@ -33,6 +33,8 @@ pub struct Scenario {
     pub htb: Option<HtbParams>,
     /// `[stsdr]`: the distributed router its `stsdr-*` nodes make up.
     pub stsdr: Option<StsdrParams>,
+    /// `[rether]`: protocol parameters of the scenario's RETHER stations.
+    pub rether: Option<RetherParams>,
     pub paper: Option<Paper>,
     /// What loading accepted but a user should hear about (a flow that
     /// starts after the run ends, an on/off pattern without off time...),
@@ -85,6 +87,36 @@ pub struct HtbClassSpec {
     pub ceil_bps: u64,
     pub prio: u8,
     pub burst: Option<u32>,
+}
+
+/// `[rether]`, validated: the parameters every `kind = "rether"` station
+/// of the scenario shares (docs/scenario-format.md, seed 002).
+#[derive(Clone, Debug)]
+pub struct RetherParams {
+    /// `false`: stations stay in CSMA/CD and RT flows go as ordinary
+    /// traffic (Table 1's baseline).
+    pub enabled: bool,
+    /// Token rotation time.
+    pub trt: Duration,
+    /// Time per cycle set aside for NRT traffic (eq. 3); `None`: eq. 6
+    /// with X = 1 and a 5 % NRT share.
+    pub t_nrt: Option<Duration>,
+    /// Eq. 7's per-packet (a) and per-message (b) overheads.
+    pub a: Duration,
+    pub b: Duration,
+    /// Token processing and passing overhead (Table 2).
+    pub t_token: Duration,
+    pub nrt_policy: qosnet_core::rether::NrtPolicy,
+    /// A unit arriving later than this after its expected time is late.
+    pub late_threshold: Duration,
+    /// Send and receive buffers per session.
+    pub buffers: usize,
+    /// §4.3's staggered acknowledgements (zero: the paper's measurements).
+    pub ack_stagger: Duration,
+    /// Stations boot in CSMA mode (`true`) or by joining (§2.4).
+    pub boot_csma: bool,
+    /// `[[rether.fault]]`: (station node, failure).
+    pub faults: Vec<(usize, qosnet_core::rether::app::Fault)>,
 }
 
 /// `[taprio]`, validated: the cycle starts at `base_time`; each entry opens
@@ -274,6 +306,10 @@ pub enum NodeKind {
     /// `kind = "stsdr-forwarder"`: a forwarder FE_i of the STSDR; FE ids
     /// follow the order of these nodes in the file.
     StsdrForwarder(StsdrNodeSpec),
+    /// A host whose NIC runs RETHER (seed 002) on a shared segment: its
+    /// ordinary flows ride the station's NRT turns, its `rt` flows are
+    /// real-time sessions.
+    Rether(RetherNodeSpec),
 }
 
 /// A balancer's or forwarder's own settings: the PC's per-frame CPU time
@@ -314,6 +350,13 @@ pub struct StsdrParams {
     pub master_timeout: Option<Duration>,
     /// Balancers' liveness timeout (forwarder silent this long: re-hash).
     pub balancer_timeout: Duration,
+}
+
+/// `kind = "rether"`: a station's id on its segment (lower ids win
+/// initiator races, §2.2.2).
+#[derive(Clone, Debug)]
+pub struct RetherNodeSpec {
+    pub id: u16,
 }
 
 /// `kind = "switch"`: a managed layer-2 switch (IEEE 802.1D/802.1Q).
@@ -402,9 +445,14 @@ impl Node {
     pub fn is_medium(&self) -> bool {
         matches!(self.kind, NodeKind::Segment(_))
     }
-    /// An IP end system (a host): it sends and receives flows.
+    /// An IP end system (a host, or a host on a RETHER station): it sends
+    /// and receives flows.
     pub fn is_host(&self) -> bool {
-        matches!(self.kind, NodeKind::Host(_))
+        matches!(self.kind, NodeKind::Host(_) | NodeKind::Rether(_))
+    }
+    /// A RETHER station.
+    pub fn is_rether(&self) -> bool {
+        matches!(self.kind, NodeKind::Rether(_))
     }
     pub fn router(&self) -> Option<&RouterSpec> {
         match &self.kind {
@@ -438,6 +486,7 @@ impl Node {
             NodeKind::Segment(_) => "segment",
             NodeKind::StsdrBalancer(_) => "stsdr-balancer",
             NodeKind::StsdrForwarder(_) => "stsdr-forwarder",
+            NodeKind::Rether(_) => "rether",
         }
     }
 }
@@ -504,6 +553,9 @@ pub struct Flow {
     pub slots: Option<Vec<u32>>,
     /// The destination echoes each packet; delays are round-trip times.
     pub echo: bool,
+    /// A RETHER real-time session (`rt = true`): each packet is one unit
+    /// of a session reserving its size per period.
+    pub rt: bool,
 }
 
 impl Flow {

@@ -31,6 +31,7 @@ pub struct File {
     pub taprio: Option<S<Taprio>>,
     pub htb: Option<S<Htb>>,
     pub stsdr: Option<S<Stsdr>>,
+    pub rether: Option<S<Rether>>,
     pub paper: Option<S<Paper>>,
 }
 
@@ -70,6 +71,35 @@ pub struct StsdrCosts {
     pub phase1: Option<S<String>>,
     pub phase2: Option<S<String>>,
     pub phase3: Option<S<String>>,
+}
+
+/// `[rether]`: parameters shared by the scenario's RETHER stations.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Rether {
+    pub enabled: Option<S<bool>>,
+    pub trt: Option<S<String>>,
+    pub t_nrt: Option<S<String>>,
+    pub a: Option<S<String>>,
+    pub b: Option<S<String>>,
+    pub t_token: Option<S<String>>,
+    pub nrt_policy: Option<S<SizeSpec>>,
+    pub late_threshold: Option<S<String>>,
+    pub buffers: Option<S<i64>>,
+    pub ack_stagger: Option<S<String>>,
+    pub boot: Option<S<String>>,
+    pub fault: Option<Vec<S<RetherFault>>>,
+}
+
+/// `[[rether.fault]]`: a failure injected at a station.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RetherFault {
+    pub node: S<String>,
+    pub at: S<String>,
+    pub kind: S<String>,
+    pub restart: Option<S<String>>,
+    pub count: Option<S<i64>>,
 }
 
 /// `[htb]`: the class tree of `scheduler = "htb"` ports.
@@ -332,6 +362,8 @@ pub struct Node {
     pub clock_drift_ppm: Option<S<f64>>,
     /// Settings of a `kind = "switch"` node.
     pub switch: Option<S<SwitchOpts>>,
+    /// A `kind = "rether"` station's id on its segment.
+    pub station_id: Option<S<i64>>,
 }
 
 /// `switch = { ... }` of a switch node.
@@ -436,6 +468,8 @@ pub struct Flow {
     pub tdp: Option<S<bool>>,
     /// The destination echoes every packet back: delays are round trips.
     pub echo: Option<S<bool>>,
+    /// A RETHER real-time session between two stations.
+    pub rt: Option<S<bool>>,
 }
 
 /// One `[[flow]]` table parsed on its own (see `load::split`).
@@ -483,6 +517,7 @@ impl Flow {
             dscp: shift_opt(self.dscp, by),
             tdp: shift_opt(self.tdp, by),
             echo: shift_opt(self.echo, by),
+            rt: shift_opt(self.rt, by),
         }
     }
 }

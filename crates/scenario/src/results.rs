@@ -60,6 +60,27 @@ pub struct LinkResult {
 pub struct NodeResult {
     pub name: String,
     pub counters: BTreeMap<String, u64>,
+    /// The node's structured results, for kinds that have them (a RETHER
+    /// station's sessions, NRT access delay, mode switches); absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+/// A node's [`Detail`](qosnet_core::node::Detail) tree as JSON.
+pub fn detail_json(d: &qosnet_core::node::Detail) -> serde_json::Value {
+    use qosnet_core::node::Detail;
+    match d {
+        Detail::U64(v) => (*v).into(),
+        Detail::F64(v) => serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into),
+        Detail::Str(s) => s.clone().into(),
+        Detail::List(v) => v.iter().map(detail_json).collect::<Vec<_>>().into(),
+        Detail::Map(m) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), detail_json(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Default)]

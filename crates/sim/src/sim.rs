@@ -16,7 +16,7 @@ use qosnet_core::node::{Event, Node, TxStatus};
 use qosnet_core::probe::Probe;
 use qosnet_core::wire::{self, UdpSpec};
 use qosnet_core::{Duration, Instant, Meta, Packet};
-use qosnet_scenario::results::{EngineResult, LinkResult, NodeResult, Results};
+use qosnet_scenario::results::{detail_json, EngineResult, LinkResult, NodeResult, Results};
 use qosnet_scenario::topo::Network;
 use qosnet_scenario::Scenario;
 use rand::rngs::StdRng;
@@ -725,6 +725,7 @@ impl Sim {
             nodes.push(NodeResult {
                 name: name.clone(),
                 counters,
+                details: slot.node.details().as_ref().map(detail_json),
             });
         }
         let sim_s = self.now.as_secs_f64();

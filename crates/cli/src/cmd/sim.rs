@@ -63,6 +63,11 @@ pub fn run(a: SimArgs) -> Result<()> {
         }
         outln!();
         out!("{}", report::link_table(&r));
+        let rether = report::rether_table(&r);
+        if !rether.is_empty() {
+            outln!();
+            out!("{rether}");
+        }
         if a.stats {
             outln!("{}", report::engine_line(&r));
         }

@@ -123,6 +123,19 @@ pub enum Event {
     Deliver { port: u16, pkt: Packet },
 }
 
+/// A node's structured results beyond its counters (a RETHER station's
+/// per-session figures): a small JSON-like tree, so the core stays free
+/// of serialisation crates and a driver can render it as it likes
+/// (results.json: `nodes[].details`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Detail {
+    U64(u64),
+    F64(f64),
+    Str(String),
+    List(Vec<Detail>),
+    Map(Vec<(String, Detail)>),
+}
+
 /// A network node as a sans-IO state machine (see the module docs).
 ///
 /// Times are the node's own clock: a driver with per-node clocks converts
@@ -159,6 +172,10 @@ pub trait Node: Send {
     fn port_report(&self, port: u16) -> PortReport;
     /// Traffic held and dropped (see [`Ledger`]).
     fn ledger(&self) -> Ledger;
+    /// Structured results beyond the counters, if the node has any.
+    fn details(&self) -> Option<Detail> {
+        None
+    }
     /// The concrete node, for kind-specific APIs (a RETHER station's
     /// sessions, a router's tables) and tests.
     fn as_any(&self) -> &dyn Any;

@@ -22,6 +22,7 @@
 //! `docs/rether-design.md` maps each section of the paper to this code and
 //! gives the design decisions the paper leaves open.
 
+pub mod app;
 pub mod cycle;
 pub mod session;
 pub mod station;

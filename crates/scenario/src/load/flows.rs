@@ -317,6 +317,24 @@ pub(super) fn flows(
                 "an echo flow needs a distinct destination that answers",
             ));
         }
+        let rt = fl.rt.as_ref().map(|b| *b.get_ref()).unwrap_or(false);
+        if rt {
+            let sp = fl.rt.as_ref().map(|b| b.span()).unwrap_or(span.clone());
+            if !nodes[from].is_rether() || !nodes[to].is_rether() || from == to {
+                return Err(cx.err(
+                    sp,
+                    format!("rt flow `{name}` must run between two RETHER stations"),
+                    "make `from` and `to` distinct nodes of kind \"rether\", or remove rt = true",
+                ));
+            }
+            if echo || pattern != Pattern::Cbr {
+                return Err(cx.err(
+                    sp,
+                    format!("rt flow `{name}` must be a periodic (cbr) flow without echo"),
+                    "an RT session sends one unit (packet) per period: pattern = \"cbr\"",
+                ));
+            }
+        }
         let loops: u32 = fl
             .loops
             .as_ref()
@@ -483,6 +501,7 @@ pub(super) fn flows(
             tdp_delay,
             slots,
             echo,
+            rt,
         });
     }
 

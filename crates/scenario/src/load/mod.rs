@@ -18,6 +18,7 @@ mod header;
 mod links;
 mod nodes;
 mod paper;
+mod rether;
 mod split;
 mod stsdr;
 
@@ -650,6 +651,8 @@ fn build(
     let routes = extras::routes(cx, f, &names, &nodes, &links)?;
     let taprio = extras::taprio(cx, f, &nodes)?;
     let htb = extras::htb(cx, f, &nodes, &links)?;
+    let rether = rether::params(cx, f, &names, &nodes)?;
+    rether::stations(cx, f, &nodes, &links)?;
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d, &names.0, &nodes, &links)?,
@@ -674,6 +677,7 @@ fn build(
         taprio,
         htb,
         stsdr,
+        rether,
         paper,
         warnings: Vec::new(),
     };

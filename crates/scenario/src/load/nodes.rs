@@ -71,6 +71,21 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
                     clock_drift_ppm: r.clock_drift_ppm,
                 })
             }
+            "rether" => {
+                let o = n.opts(&raw::RouterOpts::default());
+                if let Some(sp) = router_keys(&o) {
+                    return Err(cx.err(
+                        sp,
+                        format!("router settings on `{name}`, a RETHER station"),
+                        "a RETHER station takes station_id; protocol parameters go in [rether]",
+                    ));
+                }
+                let id = match &n.station_id {
+                    Some(v) => cx.int(v, 0, 0xfffe, "station_id")?,
+                    None => 1 + nodes.iter().filter(|k: &&Node| k.is_rether()).count() as u16,
+                };
+                NodeKind::Rether(RetherNodeSpec { id })
+            }
             "router" => NodeKind::Router(router_spec(cx, &n.opts(&f.defaults.router), have_tdp)?),
             "switch" => {
                 let o = n.opts(&raw::RouterOpts::default());
@@ -124,10 +139,17 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
                 return Err(cx.err(
                     n.kind.span(),
                     format!("unknown node kind `{other}`"),
-                    "use kind = \"router\", \"host\", \"switch\", \"stsdr-balancer\" or \"stsdr-forwarder\"",
+                    "use kind = \"router\", \"host\", \"switch\", \"rether\", \"stsdr-balancer\" or \"stsdr-forwarder\"",
                 ))
             }
         };
+        if let (Some(v), false) = (&n.station_id, matches!(kind, NodeKind::Rether(_))) {
+            return Err(cx.err(
+                v.span(),
+                format!("`station_id` on `{name}`, which is not a RETHER station"),
+                "remove it or make the node kind = \"rether\"",
+            ));
+        }
         if let (Some(sw), false) = (&n.switch, matches!(kind, NodeKind::Switch(_))) {
             return Err(cx.err(
                 sw.span(),

@@ -1,0 +1,284 @@
+//! `[rether]` and `kind = "rether"` stations (seed 002, RETHER): the
+//! protocol parameters the stations share, each station on exactly one
+//! shared segment, station ids unique, and `rt = true` flows (real-time
+//! sessions) between two stations.
+
+use std::ops::Range;
+
+use qosnet_core::rether::NrtPolicy;
+use qosnet_core::Duration;
+
+use super::{Ctx, Names, ScenarioError};
+use crate::model::*;
+use crate::raw;
+use qosnet_core::rether::app::{Fault, FaultKind};
+use qosnet_core::Instant;
+
+/// The defaults of `[rether]`: the paper's 1995 PCs on 10 Mb/s (§4).
+pub const TRT: Duration = Duration(33_333_333);
+pub const A: Duration = Duration(140_000);
+pub const B: Duration = Duration(650_000);
+pub const T_TOKEN: Duration = Duration(247_000);
+pub const LATE: Duration = Duration(2_000_000);
+pub const BUFFERS: usize = 4;
+
+const WHY: &str = "RETHER's cycles are tens of milliseconds (TRT 33.33 ms for 30 frames/s)";
+
+/// `[rether]`, validated, if the scenario has RETHER stations.
+pub(super) fn params(
+    cx: &Ctx,
+    f: &raw::File,
+    names: &Names,
+    nodes: &[Node],
+) -> Result<Option<RetherParams>, ScenarioError> {
+    let any = nodes.iter().any(|n| n.is_rether());
+    let Some(r) = f.rether.as_ref() else {
+        return Ok(any.then(defaults));
+    };
+    if !any {
+        return Err(cx.err(
+            r.span(),
+            "[rether] without RETHER stations",
+            "add [[node]] tables with kind = \"rether\" on a [[segment]], or remove [rether]",
+        ));
+    }
+    let r = r.get_ref();
+    let max = Duration::from_secs(1);
+    let dur = |v: &Option<raw::S<String>>, what: &str, d: Duration| -> Result<Duration, ScenarioError> {
+        v.as_ref()
+            .map(|v| cx.dur_max(v, max, what, WHY))
+            .transpose()
+            .map(|x| x.unwrap_or(d))
+    };
+    let trt = dur(&r.trt, "trt", TRT)?;
+    if trt == Duration::ZERO {
+        return Err(cx.err(span(&r.trt), "trt must be positive", "e.g. trt = \"33.33ms\""));
+    }
+    let t_nrt = r
+        .t_nrt
+        .as_ref()
+        .map(|v| cx.dur_max(v, max, "t_nrt", WHY))
+        .transpose()?;
+    if let Some(t) = t_nrt {
+        if t >= trt {
+            return Err(cx.err(
+                span(&r.t_nrt),
+                format!("t_nrt {t} is not below trt {trt}"),
+                "T_NRT is the part of each cycle left to NRT traffic (eq. 3); leave it out for eq. 6's value",
+            ));
+        }
+    }
+    let nrt_policy = match r.nrt_policy.as_ref().map(|v| (v.span(), v.get_ref())) {
+        None => NrtPolicy::OnePacket,
+        Some((_, raw::SizeSpec::Named(n))) if n == "one" => NrtPolicy::OnePacket,
+        Some((_, raw::SizeSpec::Named(n))) if n == "fit" => NrtPolicy::AsManyAsFit,
+        Some((_, raw::SizeSpec::Bytes(k))) if (1..=1000).contains(k) => NrtPolicy::AtMost(*k as u32),
+        Some((sp, _)) => {
+            return Err(cx.err(
+                sp,
+                "unknown nrt_policy",
+                "use \"one\" (one packet per visit), \"fit\" (as many as fit) or a number k (at most k packets, 1 to 1000)",
+            ))
+        }
+    };
+    let boot_csma = match r.boot.as_ref().map(|v| (v.span(), v.get_ref().as_str())) {
+        None | Some((_, "csma")) => true,
+        Some((_, "join")) => false,
+        Some((sp, other)) => {
+            return Err(cx.err(
+                sp,
+                format!("unknown boot `{other}`"),
+                "use \"csma\" (every station starts in CSMA mode) or \"join\" (§2.4: broadcast a join, listen for a token)",
+            ))
+        }
+    };
+    Ok(Some(RetherParams {
+        enabled: r.enabled.as_ref().map(|v| *v.get_ref()).unwrap_or(true),
+        trt,
+        t_nrt,
+        a: dur(&r.a, "a", A)?,
+        b: dur(&r.b, "b", B)?,
+        t_token: dur(&r.t_token, "t_token", T_TOKEN)?,
+        nrt_policy,
+        late_threshold: dur(&r.late_threshold, "late_threshold", LATE)?,
+        buffers: r
+            .buffers
+            .as_ref()
+            .map(|v| cx.int(v, 1, 64, "buffers"))
+            .transpose()?
+            .unwrap_or(BUFFERS),
+        ack_stagger: dur(&r.ack_stagger, "ack_stagger", Duration::ZERO)?,
+        boot_csma,
+        faults: faults(cx, r, names, nodes)?,
+    }))
+}
+
+fn span<T>(v: &Option<raw::S<T>>) -> Range<usize> {
+    v.as_ref().map(|v| v.span()).unwrap_or(0..0)
+}
+
+fn defaults() -> RetherParams {
+    RetherParams {
+        enabled: true,
+        trt: TRT,
+        t_nrt: None,
+        a: A,
+        b: B,
+        t_token: T_TOKEN,
+        nrt_policy: NrtPolicy::OnePacket,
+        late_threshold: LATE,
+        buffers: BUFFERS,
+        ack_stagger: Duration::ZERO,
+        boot_csma: true,
+        faults: Vec::new(),
+    }
+}
+
+/// `[[rether.fault]]` entries.
+fn faults(
+    cx: &Ctx,
+    r: &raw::Rether,
+    names: &Names,
+    nodes: &[Node],
+) -> Result<Vec<(usize, Fault)>, ScenarioError> {
+    let mut v = Vec::new();
+    let max = super::limits::MAX_RUN;
+    for fl in r.fault.iter().flatten() {
+        let fl = fl.get_ref();
+        let n = names.lookup(cx, &fl.node, "fault node")?;
+        if !nodes[n].is_rether() {
+            return Err(cx.err(
+                fl.node.span(),
+                format!("fault at `{}`, which is not a RETHER station", nodes[n].name),
+                "faults are injected at kind = \"rether\" nodes",
+            ));
+        }
+        let at = Instant(
+            cx.dur_max(&fl.at, max, "at", "faults happen within the run")?
+                .as_nanos(),
+        );
+        let restart = fl
+            .restart
+            .as_ref()
+            .map(|v| cx.dur_max(v, max, "restart", "faults happen within the run"))
+            .transpose()?
+            .map(|d| Instant(d.as_nanos()));
+        if let (Some(t), Some(v)) = (restart, &fl.restart) {
+            if t <= at {
+                return Err(cx.err(
+                    v.span(),
+                    "restart is not after at",
+                    "a station restarts after it crashed",
+                ));
+            }
+        }
+        let count = fl
+            .count
+            .as_ref()
+            .map(|v| cx.int(v, 1, 1_000_000, "count"))
+            .transpose()?
+            .unwrap_or(1);
+        let extra = |k: &str, sp: Option<Range<usize>>| -> Result<(), ScenarioError> {
+            match sp {
+                Some(sp) => Err(cx.err(
+                    sp,
+                    format!("`{k}` does not apply to this fault kind"),
+                    "restart goes with crashes, count with token faults",
+                )),
+                None => Ok(()),
+            }
+        };
+        let kind = match fl.kind.get_ref().as_str() {
+            "crash" | "crash-holding" => {
+                extra("count", fl.count.as_ref().map(|c| c.span()))?;
+                FaultKind::Crash {
+                    holding: fl.kind.get_ref() == "crash-holding",
+                    restart,
+                }
+            }
+            "drop-token" | "corrupt-token" => {
+                extra("restart", fl.restart.as_ref().map(|c| c.span()))?;
+                if fl.kind.get_ref() == "drop-token" {
+                    FaultKind::DropTokens { count }
+                } else {
+                    FaultKind::CorruptTokens { count }
+                }
+            }
+            other => {
+                return Err(cx.err(
+                    fl.kind.span(),
+                    format!("unknown fault kind `{other}`"),
+                    "use \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\" or \"corrupt-token\"",
+                ))
+            }
+        };
+        v.push((n, Fault { at, kind }));
+    }
+    Ok(v)
+}
+
+/// Every RETHER station sits on one segment with the others, and ids are
+/// unique.
+pub(super) fn stations(cx: &Ctx, f: &raw::File, nodes: &[Node], links: &[Link]) -> Result<(), ScenarioError> {
+    let node_span = |i: usize| -> Range<usize> {
+        f.nodes
+            .iter()
+            .find(|n| n.get_ref().name.get_ref() == &nodes[i].name)
+            .map(|n| n.get_ref().name.span())
+            .unwrap_or(0..0)
+    };
+    let mut seg = None;
+    let mut ids = std::collections::BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let NodeKind::Rether(spec) = &n.kind else {
+            continue;
+        };
+        if let Some(other) = ids.insert(spec.id, i) {
+            return Err(cx.err(
+                node_span(i),
+                format!(
+                    "RETHER station `{}` has station_id {}, as `{}` has",
+                    n.name, spec.id, nodes[other].name
+                ),
+                "give every station a unique station_id",
+            ));
+        }
+        let peers: Vec<usize> = links
+            .iter()
+            .filter_map(|l| {
+                if l.a == i {
+                    Some(l.b)
+                } else if l.b == i {
+                    Some(l.a)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let on_seg = match peers.as_slice() {
+            [p] if matches!(nodes[*p].kind, NodeKind::Segment(_)) => *p,
+            _ => {
+                return Err(cx.err(
+                    node_span(i),
+                    format!("RETHER station `{}` is not on exactly one shared segment", n.name),
+                    "list it in one [[segment]]'s nodes and give it no other link",
+                ))
+            }
+        };
+        match seg {
+            None => seg = Some(on_seg),
+            Some(s) if s != on_seg => {
+                return Err(cx.err(
+                    node_span(i),
+                    format!(
+                        "RETHER station `{}` is on segment `{}`, the others on `{}`",
+                        n.name, nodes[on_seg].name, nodes[s].name
+                    ),
+                    "qosnet runs one RETHER segment per scenario (§2.5's multi-segment case is future work)",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! RETHER stations in scenario files: defaults, every parameter, and
+//! errors with file:line and a hint for bad keys and values.
+
+use qosnet_core::rether::NrtPolicy;
+use qosnet_core::Duration;
+use qosnet_scenario::{load_str, ScenarioError};
+
+const BASE: &str = r#"
+[scenario]
+name = "r"
+duration = "1s"
+
+[[node]]
+name = "s1"
+kind = "rether"
+[[node]]
+name = "s2"
+kind = "rether"
+[[node]]
+name = "h"
+kind = "host"
+
+[[segment]]
+name = "bus"
+nodes = ["s1", "s2", "h"]
+
+[[flow]]
+name = "v"
+from = "s1"
+to = "s2"
+rt = true
+size = 6400
+rate = "30pps"
+"#;
+
+fn err(text: &str) -> ScenarioError {
+    match load_str("r.toml", text, &[]) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn defaults_are_the_papers_1995_pcs() {
+    let sc = load_str("r.toml", BASE, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let p = sc.rether.as_ref().expect("stations imply [rether] defaults");
+    assert!(p.enabled);
+    assert_eq!(p.trt, Duration(33_333_333));
+    assert_eq!(
+        (p.a, p.b, p.t_token),
+        (Duration(140_000), Duration(650_000), Duration(247_000))
+    );
+    assert_eq!(p.nrt_policy, NrtPolicy::OnePacket);
+    assert_eq!(p.late_threshold, Duration(2_000_000));
+    assert!(sc.flows[0].rt);
+    assert!(sc.nodes[0].is_rether() && sc.nodes[0].is_host());
+}
+
+#[test]
+fn every_parameter_is_read() {
+    let text = format!(
+        "{BASE}\n[rether]\nenabled = false\ntrt = \"20ms\"\nt_nrt = \"5ms\"\na = \"10us\"\nb = \"50us\"\nt_token = \"60us\"\nnrt_policy = 3\nlate_threshold = \"1ms\"\nbuffers = 8\nack_stagger = \"100us\"\nboot = \"join\"\n"
+    );
+    let sc = load_str("r.toml", &text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let p = sc.rether.expect("[rether]");
+    assert!(!p.enabled && !p.boot_csma);
+    assert_eq!(p.trt, Duration::from_millis(20));
+    assert_eq!(p.t_nrt, Some(Duration::from_millis(5)));
+    assert_eq!(p.nrt_policy, NrtPolicy::AtMost(3));
+    assert_eq!(p.buffers, 8);
+    assert_eq!(p.ack_stagger, Duration::from_micros(100));
+}
+
+#[test]
+fn bad_values_point_at_their_line_with_a_hint() {
+    let e = err(&format!("{BASE}\n[rether]\nnrt_policy = \"all\"\n"));
+    assert!(
+        e.line > 0 && e.msg.contains("nrt_policy") && e.hint.contains("fit"),
+        "{e}"
+    );
+    let e = err(&format!("{BASE}\n[rether]\nt_nrt = \"40ms\"\n"));
+    assert!(e.line > 0 && e.msg.contains("not below trt"), "{e}");
+    let e = err(&format!("{BASE}\n[rether]\nboot = \"warm\"\n"));
+    assert!(e.line > 0 && e.hint.contains("join"), "{e}");
+    let e = err(&format!("{BASE}\n[rether]\ntrtt = \"1ms\"\n"));
+    assert!(e.line > 0 && e.msg.contains("trtt"), "{e}");
+}
+
+#[test]
+fn rt_flows_run_between_stations_and_are_periodic() {
+    let e = err(&BASE.replace("to = \"s2\"", "to = \"h\""));
+    assert!(e.line > 0 && e.msg.contains("two RETHER stations"), "{e}");
+    let e = err(&BASE.replace("rate = \"30pps\"", "rate = \"30pps\"\npattern = \"poisson\""));
+    assert!(e.msg.contains("periodic"), "{e}");
+}
+
+#[test]
+fn stations_sit_on_one_segment_with_unique_ids() {
+    let e = err(&BASE.replace(
+        "kind = \"rether\"\n[[node]]\nname = \"s2\"",
+        "kind = \"rether\"\nstation_id = 7\n[[node]]\nname = \"s2\"\nstation_id = 7",
+    ));
+    assert!(e.line > 0 && e.msg.contains("station_id 7"), "{e}");
+    let e = err(&BASE.replace("nodes = [\"s1\", \"s2\", \"h\"]", "nodes = [\"s2\", \"h\"]"));
+    assert!(e.msg.contains("s1") && e.hint.contains("segment"), "{e}");
+    let e = err(&BASE.replace(
+        "name = \"h\"\nkind = \"host\"",
+        "name = \"h\"\nkind = \"host\"\nstation_id = 3",
+    ));
+    assert!(e.line > 0 && e.msg.contains("not a RETHER station"), "{e}");
+    let e = err(&format!(
+        "{}\n[rether]\ntrt = \"10ms\"\n",
+        BASE.replace("kind = \"rether\"", "kind = \"host\"")
+            .replace("rt = true\n", "")
+    ));
+    assert!(e.msg.contains("without RETHER stations"), "{e}");
+}
+
+#[test]
+fn faults_are_read_and_checked() {
+    let ok = format!(
+        "{BASE}\n[rether]\n[[rether.fault]]\nnode = \"s1\"\nat = \"1ms\"\nkind = \"crash\"\nrestart = \"2ms\"\n[[rether.fault]]\nnode = \"s2\"\nat = \"1ms\"\nkind = \"drop-token\"\ncount = 2\n"
+    );
+    let sc = load_str("r.toml", &ok, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sc.rether.map(|p| p.faults.len()), Some(2));
+    let e = err(&ok.replace("kind = \"crash\"", "kind = \"explode\""));
+    assert!(e.line > 0 && e.hint.contains("crash-holding"), "{e}");
+    let e = err(&ok.replace("restart = \"2ms\"", "restart = \"1ms\""));
+    assert!(e.line > 0 && e.msg.contains("restart"), "{e}");
+    let e = err(&ok.replace("node = \"s2\"", "node = \"h\""));
+    assert!(e.line > 0 && e.msg.contains("not a RETHER station"), "{e}");
+    let e = err(&ok.replace("count = 2", "count = 2\nrestart = \"5ms\""));
+    assert!(e.msg.contains("does not apply"), "{e}");
+}
