@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use qosnet_core::node::cpu::{Cpu, Draw};
 use qosnet_core::node::{Event, Node, TxStatus};
-use qosnet_core::probe::Probe;
+use qosnet_core::probe::{Probe, IP_UDP_HDR, PROBE_LEN};
 use qosnet_core::wire::{self, UdpSpec};
 use qosnet_core::{Duration, Instant, Meta, Packet};
 use qosnet_scenario::results::{EngineResult, LinkResult, NodeResult, Results};
@@ -516,7 +516,12 @@ impl Sim {
             ident: seq as u16,
             ..self.flow_hdr[flow]
         };
-        let data = wire::build_udp(&spec, size, &probe.encode());
+        // The probe in the layout the payload's size calls for (compact
+        // for IP 40-51); sizes too small for any are refused at load.
+        let mut payload = [0u8; PROBE_LEN];
+        let room = size.saturating_sub(IP_UDP_HDR).min(PROBE_LEN);
+        let _ = probe.write_into(&mut payload[..room]);
+        let data = wire::build_udp(&spec, size, &payload[..room]);
         self.uid += 1;
         self.generated += 1;
         let meta = Meta {
@@ -547,13 +552,17 @@ impl Sim {
         let Ok(info) = wire::parse_ipv4(&pkt.data) else {
             return;
         };
-        let Some(p) = Probe::decode(wire::udp_payload(&pkt.data, &info)) else {
+        let Some(d) = Probe::decode_any(wire::udp_payload(&pkt.data, &info)) else {
             return;
         };
-        let Some(f) = self.flows.get_mut(p.flow as usize) else {
+        let Some(f) = self.flows.get_mut(d.flow() as usize) else {
             return;
         };
-        f.total_received += 1;
+        // A compact probe's sequence number and send time are restored
+        // against the flow's highest sequence number and the arrival time
+        // (exact: the sim's delays are bounded far below ±549 s).
+        let p = d.resolve(f.top_seq(), now.as_nanos());
+        f.saw(p.seq);
         let (warmup, end) = (self.sc.warmup.as_nanos(), self.sc.duration.as_nanos());
         if now.as_nanos() >= warmup && now.as_nanos() < end {
             f.arrived_in_window(info.total_len);
