@@ -194,6 +194,26 @@ fn set_overrides() {
     // A value set on the command line is validated like one in the file.
     let e = load_str("x.toml", BASE, &["flow.f.size=5".into()]).unwrap_err();
     assert!(e.msg.contains("not a valid IP packet size"), "{e}");
+    // A name prefix and `*` select several elements: every router here.
+    let sc = load_str("x.toml", BASE, &["node.R*.processing=10us".into()]).unwrap();
+    assert_eq!(sc.nodes.iter().filter(|n| n.router().is_some()).count(), 2);
+    let e = load_str("x.toml", BASE, &["node.Q*.processing=10us".into()]).unwrap_err();
+    assert!(e.msg.contains("no node named `Q*`"), "{e}");
+}
+
+/// An override that creates a table the format does not have is reported
+/// at the `--set` argument, not at a line past the end of the file (issue
+/// 10: `line.toml:47:2` of a 45-line file).
+#[test]
+fn set_errors_name_the_argument_not_a_line_past_the_file() {
+    for set in ["a.b.c.d=[", "bogus.key=1", "scenario.nope.x=2"] {
+        let e = load_str("x.toml", BASE, &[set.into()]).unwrap_err();
+        assert_eq!(e.file, format!("--set {set}"), "{e}");
+        assert_eq!(e.line, 0, "{e}");
+    }
+    let lines = BASE.lines().count();
+    let e = load_str("x.toml", BASE, &["flow.f.size=1000".into(), "zzz.y=1".into()]).unwrap_err();
+    assert!(e.file == "--set zzz.y=1" || e.line <= lines, "{e}");
 }
 
 const DS: &str = r#"

@@ -10,6 +10,8 @@
 //! clocks with offset and drift relative to true time.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use qosnet_core::node::cpu::{Cpu, Draw};
 use qosnet_core::node::{Event, Node, TxStatus};
@@ -164,6 +166,10 @@ pub struct Sim {
     snap_end: Option<Counters>,
     pub(crate) extra: BTreeMap<String, serde_json::Value>,
     progress: bool,
+    /// Set from outside (Ctrl-C) to end the run early; results then cover
+    /// the simulated time reached.
+    stop: Option<Arc<AtomicBool>>,
+    interrupted: bool,
     /// Per node, per port: a pcap capture of what the port transmits.
     pcap: Vec<Vec<Option<Capture>>>,
 }
@@ -251,6 +257,8 @@ impl Sim {
             snap_end: None,
             extra,
             progress: false,
+            stop: None,
+            interrupted: false,
             pcap: Vec::new(),
         }
     }
@@ -310,6 +318,18 @@ impl Sim {
         self.progress = on;
     }
 
+    /// A flag that ends the run when set (the CLI sets it on Ctrl-C): the
+    /// engine checks it every 1024 events, stops, and returns results for
+    /// the simulated time reached, marked `extra.interrupted_at_s`.
+    pub fn set_stop(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = Some(stop);
+    }
+
+    /// The last run was ended by the stop flag.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+
     pub fn scenario(&self) -> &Scenario {
         &self.sc
     }
@@ -346,6 +366,10 @@ impl Sim {
                 self.snap_end = Some(self.port_counters());
             }
             if t > hard_end || (t > end && self.events & 0x3ff == 0 && self.in_flight() == 0) {
+                break;
+            }
+            if self.events & 0x3ff == 0 && self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                self.interrupted = true;
                 break;
             }
             let Some((t, ev)) = self.q.pop() else { break };
@@ -691,7 +715,13 @@ impl Sim {
     }
 
     fn results(&self, wall_s: f64) -> Results {
-        let interval = (self.sc.duration - self.sc.warmup).as_secs_f64();
+        // An interrupted run measured up to where it stopped.
+        let interval = if self.interrupted {
+            let end = Duration(self.now.as_nanos().min(self.sc.duration.as_nanos()));
+            Duration(end.as_nanos().saturating_sub(self.sc.warmup.as_nanos())).as_secs_f64()
+        } else {
+            (self.sc.duration - self.sc.warmup).as_secs_f64()
+        };
         let (a, b) = (self.snap_start.as_ref(), self.snap_end.as_ref());
         let mut links = Vec::new();
         let mut nodes = Vec::new();
@@ -737,6 +767,9 @@ impl Sim {
         let sim_s = self.now.as_secs_f64();
         let mut extra = self.extra.clone();
         extra.insert("engine_stalls".into(), self.stalls.into());
+        if self.interrupted {
+            extra.insert("interrupted_at_s".into(), self.now.as_secs_f64().into());
+        }
         if !self.media.is_empty() {
             let segs: serde_json::Map<String, serde_json::Value> = self
                 .media
