@@ -780,3 +780,18 @@ fn route_tables_stay_small_in_long_chains() {
         assert!(net.nodes[i].routes.lookup(h2, 64).is_some());
     }
 }
+
+/// Found by `tests/fuzz_load.rs`: a non-ASCII character outside a comment
+/// or string (a comment's `#` replaced) panicked the `[[flow]]` splitter,
+/// which sliced the line inside the character. Now an error at its line.
+#[test]
+fn fuzz_regression_multibyte_outside_strings() {
+    for text in [
+        "$ \u{a7}IV-B: the load\n",
+        "[scenario]\nname = \"x\"\nduration = \"1s\"\nx = \u{e9}'a'\n",
+        "\u{a7}\"\"\"\n[[flow]]\n",
+    ] {
+        let e = load_str("x.toml", text, &[]).unwrap_err();
+        assert!(e.line >= 1 && e.line <= text.lines().count(), "{e}");
+    }
+}
