@@ -18,7 +18,8 @@ use qosnet_scenario::{load_file, load_str, Scenario};
 #[derive(Args, Clone, Debug, Default)]
 pub struct RunArgs {
     /// Override a scenario value: KEY=VALUE, e.g. scenario.duration=2s,
-    /// flow.f1234.size=482, node.*.scheduler=tdp. Repeatable.
+    /// flow.f1234.size=482, node.R*.scheduler=fifo (NAME, NAME-PREFIX* or *
+    /// selects nodes, links, flows). Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Random seed; the same seed replays a run bit for bit.
@@ -66,7 +67,13 @@ impl ScenarioArgs {
                 load_str(&format!("<embedded {}>", e.path), e.text, &sets)
             }
         };
-        r.map_err(|e| anyhow!("{e}"))
+        let sc = r.map_err(|e| anyhow!("{e}"))?;
+        // Values accepted with a word of warning: said before any output,
+        // with their place (file:line or the --set argument).
+        for w in &sc.warnings {
+            eprintln!("{w}");
+        }
+        Ok(sc)
     }
 }
 
@@ -183,14 +190,14 @@ mod tests {
             "--seed",
             "3",
             "--set",
-            "node.*.scheduler=tdp",
+            "node.R*.scheduler=fifo",
         ]);
         assert_eq!(t.sc.scenario.as_deref(), Some("x.toml"));
         assert_eq!(
             t.sc.run.overrides().sets(),
             [
                 "flow.a.size=500",
-                "node.*.scheduler=tdp",
+                "node.R*.scheduler=fifo",
                 "scenario.seed=3",
                 "scenario.duration=\"2s\""
             ]

@@ -197,3 +197,109 @@ fn overrides_apply_equally_to_sim_check_and_reproduce() {
     assert!(t.matches("(0.2 s simulated per run, seed 9)").count() == 2, "{t}");
     assert!(text(&["check"]).ends_with("ok\n"));
 }
+
+/// Issue 10: what the CLI does with hostile or careless input.
+mod hardening {
+    use super::qosnet;
+    use std::time::{Duration, Instant};
+
+    const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+    /// Warnings are printed (stderr, with file:line) by check and sim.
+    #[test]
+    fn warnings_are_printed_with_their_line() {
+        let f = "crates/scenario/tests/corpus/ok-warn-late-start.toml";
+        for cmd in ["check", "sim"] {
+            let out = qosnet()
+                .current_dir(ROOT)
+                .args([cmd, f])
+                .assert()
+                .success()
+                .get_output()
+                .clone();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(&format!("{f}:38:9: warning:")), "{cmd}: {err}");
+        }
+    }
+
+    /// An unwritable --out fails before the run (a file where a directory
+    /// should be), not after it.
+    #[test]
+    fn unwritable_out_fails_before_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "x").unwrap();
+        let t = Instant::now();
+        let out = qosnet()
+            .args(["sim", "--duration", "100s", "--out"])
+            .arg(file.join("sub"))
+            .assert()
+            .failure()
+            .get_output()
+            .clone();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--out") && out.stdout.is_empty(), "{err}");
+        qosnet()
+            .args(["reproduce", "tdp", "--out"])
+            .arg(file.join("sub"))
+            .assert()
+            .failure();
+    }
+
+    /// The --help example of --set works on the default scenario.
+    #[test]
+    fn help_example_of_set_works() {
+        let help = qosnet()
+            .args(["sim", "--help"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let help = String::from_utf8_lossy(&help);
+        let ex = help
+            .split_whitespace()
+            .find(|w| w.starts_with("node."))
+            .expect("a node.* example")
+            .trim_end_matches(',');
+        qosnet().args(["check", "--set", ex]).assert().success();
+    }
+
+    /// Ctrl-C stops a long simulation within seconds and its partial
+    /// results are still written.
+    #[test]
+    fn ctrl_c_stops_sim_with_partial_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = assert_cmd::cargo::cargo_bin("qosnet");
+        let mut child = std::process::Command::new(bin)
+            .args(["sim", "--duration", "3000s", "--json", "--out"])
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: signals our own child by its pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("sim did not stop within 20 s of SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(!status.success());
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
+        let at = json["extra"]["interrupted_at_s"]
+            .as_f64()
+            .expect("marked interrupted");
+        assert!(at > 0.0 && at < 3000.0, "{at}");
+        assert!(json["flows"][0]["received"].as_u64().unwrap() > 0);
+    }
+}

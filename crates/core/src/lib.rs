@@ -18,6 +18,7 @@ pub mod rether;
 pub mod route;
 pub mod router;
 pub mod sched;
+pub mod stats;
 pub mod stsdr;
 pub mod switch;
 pub mod tdp;

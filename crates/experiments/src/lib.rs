@@ -94,6 +94,10 @@ impl Experiment {
     }
     /// Run it, simulated or live.
     pub fn run(&self, live: bool, o: &RunOptions) -> anyhow::Result<()> {
+        // An unwritable --out fails now, not after every run.
+        if let Some(dir) = &o.out {
+            report::check_out_dir(dir)?;
+        }
         match (live, self.live) {
             (false, _) => (self.sim)(o),
             (true, Some(f)) => f(o),

@@ -102,6 +102,40 @@ pub fn engine_line(r: &Results) -> String {
     )
 }
 
+/// Make sure results can be written under `dir` before a run spends its
+/// time: create it and write (then remove) a probe file, so an unwritable
+/// `--out` fails in a second, not after the whole run.
+pub fn check_out_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: cannot create the directory", dir.display()))?;
+    let probe = dir.join(".qosnet-write-test");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--out {}: cannot write into the directory", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// One output directory per run under `base`, named after each run's
+/// scenario: a name seen before (two runs whose scenarios share a name,
+/// e.g. after `--set scenario.name=x`) gets `-2`, `-3`, ... so no run
+/// overwrites another's results. Scenario names are plain file names
+/// (the loader refuses separators, `..` and control characters).
+pub fn run_dirs<'a>(base: &Path, names: impl IntoIterator<Item = &'a str>) -> Vec<std::path::PathBuf> {
+    let mut used = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .map(|n| {
+            let mut k = 1;
+            let mut cand = n.to_string();
+            while !used.insert(cand.clone()) {
+                k += 1;
+                cand = format!("{n}-{k}");
+            }
+            base.join(cand)
+        })
+        .collect()
+}
+
 pub fn write_outputs(dir: &Path, r: &Results, buckets: &[(String, Vec<(u64, u64)>)]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating output directory {}", dir.display()))?;
     let json = serde_json::to_string_pretty(r)?;
@@ -259,4 +293,26 @@ pub fn rether_table(r: &Results) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs whose scenarios share a name get distinct directories.
+    #[test]
+    fn run_dirs_are_distinct() {
+        let d = run_dirs(Path::new("out"), ["x", "x", "y", "x"]);
+        let names: Vec<String> = d.iter().map(|p| p.display().to_string()).collect();
+        assert_eq!(names, ["out/x", "out/x-2", "out/y", "out/x-3"]);
+    }
+
+    #[test]
+    fn out_dir_is_checked_writable() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(check_out_dir(&t.path().join("a/b")).is_ok());
+        std::fs::write(t.path().join("f"), "").unwrap();
+        let e = check_out_dir(&t.path().join("f/sub")).unwrap_err();
+        assert!(format!("{e:#}").contains("--out"), "{e:#}");
+    }
 }

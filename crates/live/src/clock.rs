@@ -166,10 +166,11 @@ pub fn timer_slack() -> Duration {
 }
 
 /// A distribution of nanosecond values (wake-up lateness, stalls), kept in
-/// an HDR histogram: constant memory, 3 significant digits, up to an hour.
+/// HDR buckets at 3 significant digits ([`qosnet_core::stats::DelayHist`]:
+/// exact min, max and mean; quantiles inside them).
 #[derive(Clone, Debug)]
 pub struct Lateness {
-    hist: hdrhistogram::Histogram<u64>,
+    hist: qosnet_core::stats::DelayHist,
 }
 
 impl Default for Lateness {
@@ -206,21 +207,19 @@ impl std::fmt::Display for LatenessSummary {
 impl Lateness {
     pub fn new() -> Self {
         Lateness {
-            hist: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("static bounds are valid"),
+            hist: qosnet_core::stats::DelayHist::new(),
         }
     }
     /// Record a wake-up at `woke` for `deadline` (early counts as zero).
     pub fn record(&mut self, deadline: Instant, woke: Instant) {
         self.record_ns(woke.saturating_since(deadline).as_nanos());
     }
-    /// Record one value; values past an hour are clamped.
+    /// Record one value.
     pub fn record_ns(&mut self, ns: u64) {
-        self.hist.saturating_record(ns);
+        self.hist.record(ns);
     }
     pub fn merge(&mut self, other: &Lateness) {
-        // Same bounds on both sides; add cannot fail.
-        let _ = self.hist.add(&other.hist);
+        self.hist.merge(&other.hist);
     }
     pub fn count(&self) -> u64 {
         self.hist.len()
@@ -228,27 +227,24 @@ impl Lateness {
     /// Values recorded at or below `ns` (to the histogram's 3 significant
     /// digits), for cumulative histogram buckets.
     pub fn count_at_most(&self, ns: u64) -> u64 {
-        self.hist.count_between(0, ns)
+        self.hist.count_at_most(ns)
     }
     /// Sum of the recorded values (mean × count).
     pub fn sum_ns(&self) -> f64 {
-        if self.hist.is_empty() {
-            0.0
-        } else {
-            self.hist.mean() * self.hist.len() as f64
-        }
+        self.hist.mean() * self.hist.len() as f64
     }
     pub fn summary(&self) -> LatenessSummary {
         if self.hist.is_empty() {
             return LatenessSummary::default();
         }
+        let s = self.hist.summary();
         LatenessSummary {
             count: self.hist.len(),
-            mean_ns: self.hist.mean(),
-            p50_ns: self.hist.value_at_quantile(0.5),
-            p99_ns: self.hist.value_at_quantile(0.99),
-            p999_ns: self.hist.value_at_quantile(0.999),
-            max_ns: self.hist.max(),
+            mean_ns: s.mean,
+            p50_ns: s.p50,
+            p99_ns: s.p99,
+            p999_ns: s.p999,
+            max_ns: s.max,
         }
     }
 }

@@ -21,7 +21,7 @@ use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use qosnet_core::probe::{Probe, PROBE_LEN};
+use qosnet_core::probe::Probe;
 use qosnet_core::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,10 +29,10 @@ use serde::Serialize;
 
 use crate::clock::{self, Clock, Lateness, LatenessSummary};
 
-/// IPv4 + UDP header bytes in front of the payload.
-pub const IP_UDP_HDR: usize = 28;
-/// Smallest IP packet that carries a probe.
-pub const MIN_IP_SIZE: usize = IP_UDP_HDR + PROBE_LEN;
+/// IPv4 + UDP header bytes in front of the payload, and the smallest IP
+/// packet that carries a probe (the compact one, 40 bytes: IMIX's small
+/// packets are sent as they are).
+pub use qosnet_core::probe::{IP_UDP_HDR, MIN_IP_SIZE};
 
 /// Packets per second, or IP bits per second.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -53,11 +53,11 @@ impl Rate {
 
 pub use qosnet_core::traffic::{Pattern, Schedule, SizeDist};
 
-/// IP size of one generated packet: the flow's distribution, grown to
-/// [`MIN_IP_SIZE`] when smaller (a UDP payload must carry the probe).
+/// IP size of one generated packet: the flow's distribution (sizes below
+/// [`MIN_IP_SIZE`] are refused when sent, never silently grown).
 pub fn sample_size(size: &SizeDist, rng: &mut StdRng) -> usize {
     size.sample(&mut RngDraw(rng))
-        .clamp(MIN_IP_SIZE, 65_507 + IP_UDP_HDR)
+        .clamp(IP_UDP_HDR, 65_507 + IP_UDP_HDR)
 }
 
 /// `rand` behind the core's [`Draw`](qosnet_core::node::cpu::Draw).
@@ -221,7 +221,15 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
             seq,
             tx_ns: clock::realtime_now().as_nanos(),
         };
-        payload[..PROBE_LEN].copy_from_slice(&probe.encode());
+        if probe.write_into(payload).is_err() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "IP size {size} (flow {}) cannot carry a measurement probe: use at least {MIN_IP_SIZE} bytes (and flow ids below 2^24 under 52)",
+                    cfg.flow
+                ),
+            ));
+        }
         match sock.send_to(payload, cfg.dst) {
             Ok(_) => {
                 rep.sent += 1;
@@ -312,10 +320,7 @@ pub struct FlowStats {
     max_seq: Option<u64>,
     /// One bit per sequence number seen, grown on demand.
     seen: Vec<u64>,
-    hist: hdrhistogram::Histogram<u64>,
-    min: u64,
-    max: u64,
-    sum: u128,
+    hist: qosnet_core::stats::DelayHist,
     first_rx: Option<Instant>,
     last_rx: Instant,
     tos: BTreeMap<u8, u64>,
@@ -337,11 +342,7 @@ impl FlowStats {
             first_bytes: 0,
             max_seq: None,
             seen: Vec::new(),
-            hist: hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)
-                .expect("static bounds are valid"),
-            min: u64::MAX,
-            max: 0,
-            sum: 0,
+            hist: qosnet_core::stats::DelayHist::new(),
             first_rx: None,
             last_rx: Instant::ZERO,
             tos: BTreeMap::new(),
@@ -384,10 +385,7 @@ impl FlowStats {
             self.negative += 1;
             0
         };
-        self.hist.saturating_record(d);
-        self.min = self.min.min(d);
-        self.max = self.max.max(d);
-        self.sum += d as u128;
+        self.hist.record(d);
         if let Some(t) = tos {
             *self.tos.entry(t).or_default() += 1;
         }
@@ -396,27 +394,23 @@ impl FlowStats {
 
     /// The delay histogram as (value ns, count) pairs, for plots.
     pub fn buckets(&self) -> Vec<(u64, u64)> {
-        self.hist
-            .iter_recorded()
-            .map(|v| (v.value_iterated_to(), v.count_at_value()))
-            .collect()
+        self.hist.buckets()
     }
 
     /// Summarise; `sent` from the generator when known.
     pub fn report(&self, sent: Option<u64>) -> FlowReport {
         let n = self.received;
         let sent = sent.unwrap_or(self.max_seq.map_or(0, |m| m + 1));
-        let delay_ns = if n == 0 {
-            DelayStats::default()
-        } else {
-            DelayStats {
-                min: self.min,
-                mean: self.sum as f64 / n as f64,
-                p50: self.hist.value_at_quantile(0.5),
-                p99: self.hist.value_at_quantile(0.99),
-                p999: self.hist.value_at_quantile(0.999),
-                max: self.max,
-            }
+        // Quantiles clamped to the exact min and max (min <= p50 <= p99 <=
+        // p99.9 <= max), see `qosnet_core::stats`.
+        let s = self.hist.summary();
+        let delay_ns = DelayStats {
+            min: s.min,
+            mean: s.mean,
+            p50: s.p50,
+            p99: s.p99,
+            p999: s.p999,
+            max: s.max,
         };
         let first = self.first_rx.unwrap_or(Instant::ZERO);
         let span = self.last_rx.saturating_since(first).as_secs_f64();
@@ -435,7 +429,7 @@ impl FlowStats {
             reordered: self.reordered,
             duplicates: self.duplicates,
             delay_ns,
-            jitter_ns: if n == 0 { 0 } else { self.max - self.min },
+            jitter_ns: s.max - s.min,
             throughput_bps,
             received_ip_bytes: self.bytes,
             negative_delays: self.negative,
@@ -586,10 +580,13 @@ impl Sink {
             clock::realtime_now()
         });
         self.counters.datagrams += 1;
-        let Some(p) = Probe::decode(&self.buf[..len]) else {
+        let Some(d) = Probe::decode_any(&self.buf[..len]) else {
             self.counters.not_probe += 1;
             return Ok(());
         };
+        // A compact probe (IP 40-51) restores its high bits against the
+        // flow's highest sequence number and this receive time.
+        let p = d.resolve(self.flows.get(&d.flow()).and_then(|f| f.max_seq), rx.0);
         if self.window.is_some_and(|(a, b)| p.tx_ns < a || p.tx_ns >= b) {
             self.counters.outside_window += 1;
             return Ok(());
@@ -740,7 +737,38 @@ mod tests {
         let sizes: Vec<usize> = (0..1000).map(|_| sample_size(&imix, &mut rng)).collect();
         assert!(sizes.iter().all(|s| [MIN_IP_SIZE, 576, 1500].contains(s)));
         assert!(sizes.iter().filter(|&&s| s == MIN_IP_SIZE).count() > 500);
-        assert_eq!(sample_size(&SizeDist::Fixed(10), &mut rng), MIN_IP_SIZE);
+        assert_eq!(sample_size(&SizeDist::Fixed(10), &mut rng), IP_UDP_HDR);
+    }
+
+    /// IP sizes 40-51 (compact probe) and 52 up (full probe) are measured
+    /// like any other: every packet arrives with a delay; 39 is refused.
+    #[test]
+    fn small_packets_are_measured_or_refused() {
+        let (mut sink, addr) = loopback_sink();
+        let mut cfgs = Vec::new();
+        for (i, size) in [40u32, 46, 51, 52].into_iter().enumerate() {
+            let mut c = GenConfig::cbr(addr, i as u32, Rate::Pps(2000.0), size, Duration::from_secs(10));
+            c.count = Some(50);
+            cfgs.push(c);
+        }
+        let stop = AtomicBool::new(false);
+        for c in &cfgs {
+            assert_eq!(run_gen(c, &stop).unwrap().sent, 50);
+        }
+        let until = clock::realtime_now() + Duration::from_millis(300);
+        sink.run_until(until, &stop).unwrap();
+        assert_eq!(sink.counters().not_probe, 0);
+        for (i, size) in [40u64, 46, 51, 52].into_iter().enumerate() {
+            let r = sink.flows()[&(i as u32)].report(Some(50));
+            assert_eq!((r.received, r.lost, r.duplicates), (50, 0, 0), "size {size}");
+            assert_eq!(r.received_ip_bytes, 50 * size);
+            // Loopback delays are microseconds, never the 2^40 ns wrap.
+            assert!(r.delay_ns.max < 1_000_000_000, "size {size}: {:?}", r.delay_ns);
+        }
+        let mut c = GenConfig::cbr(addr, 9, Rate::Pps(100.0), 39, Duration::from_secs(1));
+        c.count = Some(1);
+        let e = run_gen(&c, &stop).unwrap_err();
+        assert!(e.to_string().contains("at least 40"), "{e}");
     }
 
     #[test]

@@ -194,6 +194,26 @@ fn set_overrides() {
     // A value set on the command line is validated like one in the file.
     let e = load_str("x.toml", BASE, &["flow.f.size=5".into()]).unwrap_err();
     assert!(e.msg.contains("not a valid IP packet size"), "{e}");
+    // A name prefix and `*` select several elements: every router here.
+    let sc = load_str("x.toml", BASE, &["node.R*.processing=10us".into()]).unwrap();
+    assert_eq!(sc.nodes.iter().filter(|n| n.router().is_some()).count(), 2);
+    let e = load_str("x.toml", BASE, &["node.Q*.processing=10us".into()]).unwrap_err();
+    assert!(e.msg.contains("no node named `Q*`"), "{e}");
+}
+
+/// An override that creates a table the format does not have is reported
+/// at the `--set` argument, not at a line past the end of the file (issue
+/// 10: `line.toml:47:2` of a 45-line file).
+#[test]
+fn set_errors_name_the_argument_not_a_line_past_the_file() {
+    for set in ["a.b.c.d=[", "bogus.key=1", "scenario.nope.x=2"] {
+        let e = load_str("x.toml", BASE, &[set.into()]).unwrap_err();
+        assert_eq!(e.file, format!("--set {set}"), "{e}");
+        assert_eq!(e.line, 0, "{e}");
+    }
+    let lines = BASE.lines().count();
+    let e = load_str("x.toml", BASE, &["flow.f.size=1000".into(), "zzz.y=1".into()]).unwrap_err();
+    assert!(e.file == "--set zzz.y=1" || e.line <= lines, "{e}");
 }
 
 const DS: &str = r#"
@@ -758,5 +778,20 @@ fn route_tables_stay_small_in_long_chains() {
     for i in 0..250 {
         assert!(net.nodes[i].routes.lookup(h1, 64).is_some());
         assert!(net.nodes[i].routes.lookup(h2, 64).is_some());
+    }
+}
+
+/// Found by `tests/fuzz_load.rs`: a non-ASCII character outside a comment
+/// or string (a comment's `#` replaced) panicked the `[[flow]]` splitter,
+/// which sliced the line inside the character. Now an error at its line.
+#[test]
+fn fuzz_regression_multibyte_outside_strings() {
+    for text in [
+        "$ \u{a7}IV-B: the load\n",
+        "[scenario]\nname = \"x\"\nduration = \"1s\"\nx = \u{e9}'a'\n",
+        "\u{a7}\"\"\"\n[[flow]]\n",
+    ] {
+        let e = load_str("x.toml", text, &[]).unwrap_err();
+        assert!(e.line >= 1 && e.line <= text.lines().count(), "{e}");
     }
 }

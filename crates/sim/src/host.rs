@@ -138,10 +138,10 @@ impl Node for Host {
             self.misdelivered += 1;
             return;
         };
-        let probe = Probe::decode(wire::udp_payload(&frame, &info));
+        let probe = Probe::decode_any(wire::udp_payload(&frame, &info));
         match probe {
-            Some(p) if info.dst == self.ip && (p.flow as usize) < self.echo.len() => {
-                if self.echo[p.flow as usize] {
+            Some(p) if info.dst == self.ip && (p.flow() as usize) < self.echo.len() => {
+                if self.echo[p.flow() as usize] {
                     // Echo request: send it back with its DS byte.
                     // Back to the frame's last hop (its router, or the
                     // sender itself on a shared domain).

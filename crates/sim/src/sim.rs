@@ -10,10 +10,12 @@
 //! clocks with offset and drift relative to true time.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use qosnet_core::node::cpu::{Cpu, Draw};
 use qosnet_core::node::{Event, Node, TxStatus};
-use qosnet_core::probe::Probe;
+use qosnet_core::probe::{Probe, IP_UDP_HDR, PROBE_LEN};
 use qosnet_core::wire::{self, UdpSpec};
 use qosnet_core::{Duration, Instant, Meta, Packet};
 use qosnet_scenario::results::{detail_json, EngineResult, LinkResult, NodeResult, Results};
@@ -164,6 +166,10 @@ pub struct Sim {
     snap_end: Option<Counters>,
     pub(crate) extra: BTreeMap<String, serde_json::Value>,
     progress: bool,
+    /// Set from outside (Ctrl-C) to end the run early; results then cover
+    /// the simulated time reached.
+    stop: Option<Arc<AtomicBool>>,
+    interrupted: bool,
     /// Per node, per port: a pcap capture of what the port transmits.
     pcap: Vec<Vec<Option<Capture>>>,
 }
@@ -251,6 +257,8 @@ impl Sim {
             snap_end: None,
             extra,
             progress: false,
+            stop: None,
+            interrupted: false,
             pcap: Vec::new(),
         }
     }
@@ -310,6 +318,18 @@ impl Sim {
         self.progress = on;
     }
 
+    /// A flag that ends the run when set (the CLI sets it on Ctrl-C): the
+    /// engine checks it every 1024 events, stops, and returns results for
+    /// the simulated time reached, marked `extra.interrupted_at_s`.
+    pub fn set_stop(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = Some(stop);
+    }
+
+    /// The last run was ended by the stop flag.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+
     pub fn scenario(&self) -> &Scenario {
         &self.sc
     }
@@ -346,6 +366,10 @@ impl Sim {
                 self.snap_end = Some(self.port_counters());
             }
             if t > hard_end || (t > end && self.events & 0x3ff == 0 && self.in_flight() == 0) {
+                break;
+            }
+            if self.events & 0x3ff == 0 && self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                self.interrupted = true;
                 break;
             }
             let Some((t, ev)) = self.q.pop() else { break };
@@ -516,7 +540,12 @@ impl Sim {
             ident: seq as u16,
             ..self.flow_hdr[flow]
         };
-        let data = wire::build_udp(&spec, size, &probe.encode());
+        // The probe in the layout the payload's size calls for (compact
+        // for IP 40-51); sizes too small for any are refused at load.
+        let mut payload = [0u8; PROBE_LEN];
+        let room = size.saturating_sub(IP_UDP_HDR).min(PROBE_LEN);
+        let _ = probe.write_into(&mut payload[..room]);
+        let data = wire::build_udp(&spec, size, &payload[..room]);
         self.uid += 1;
         self.generated += 1;
         let meta = Meta {
@@ -547,13 +576,17 @@ impl Sim {
         let Ok(info) = wire::parse_ipv4(&pkt.data) else {
             return;
         };
-        let Some(p) = Probe::decode(wire::udp_payload(&pkt.data, &info)) else {
+        let Some(d) = Probe::decode_any(wire::udp_payload(&pkt.data, &info)) else {
             return;
         };
-        let Some(f) = self.flows.get_mut(p.flow as usize) else {
+        let Some(f) = self.flows.get_mut(d.flow() as usize) else {
             return;
         };
-        f.total_received += 1;
+        // A compact probe's sequence number and send time are restored
+        // against the flow's highest sequence number and the arrival time
+        // (exact: the sim's delays are bounded far below ±549 s).
+        let p = d.resolve(f.top_seq(), now.as_nanos());
+        f.saw(p.seq);
         let (warmup, end) = (self.sc.warmup.as_nanos(), self.sc.duration.as_nanos());
         if now.as_nanos() >= warmup && now.as_nanos() < end {
             f.arrived_in_window(info.total_len);
@@ -684,7 +717,13 @@ impl Sim {
     }
 
     fn results(&self, wall_s: f64) -> Results {
-        let interval = (self.sc.duration - self.sc.warmup).as_secs_f64();
+        // An interrupted run measured up to where it stopped.
+        let interval = if self.interrupted {
+            let end = Duration(self.now.as_nanos().min(self.sc.duration.as_nanos()));
+            Duration(end.as_nanos().saturating_sub(self.sc.warmup.as_nanos())).as_secs_f64()
+        } else {
+            (self.sc.duration - self.sc.warmup).as_secs_f64()
+        };
         let (a, b) = (self.snap_start.as_ref(), self.snap_end.as_ref());
         let mut links = Vec::new();
         let mut nodes = Vec::new();
@@ -731,6 +770,9 @@ impl Sim {
         let sim_s = self.now.as_secs_f64();
         let mut extra = self.extra.clone();
         extra.insert("engine_stalls".into(), self.stalls.into());
+        if self.interrupted {
+            extra.insert("interrupted_at_s".into(), self.now.as_secs_f64().into());
+        }
         if !self.media.is_empty() {
             let segs: serde_json::Map<String, serde_json::Value> = self
                 .media

@@ -1,8 +1,9 @@
-//! Per-flow measurement at the receiving host: one-way delay (HDR
-//! histogram, 3 significant digits, up to 100 s), jitter as max − min
-//! delay (ICC 2006 footnote 1), loss, reordering and throughput.
+//! Per-flow measurement at the receiving host: one-way delay (a sparse
+//! HDR-bucket histogram, 3 significant digits, storing only the buckets the
+//! flow uses: `qosnet_core::stats`), jitter as max − min delay (ICC 2006
+//! footnote 1), loss, reordering and throughput.
 
-use hdrhistogram::Histogram;
+use qosnet_core::stats::DelayHist;
 use qosnet_scenario::results::{DelayStats, FlowResult};
 
 pub struct FlowStat {
@@ -20,10 +21,9 @@ pub struct FlowStat {
     pub rtt: bool,
     tos: std::collections::BTreeMap<u8, u64>,
     max_seq: Option<u64>,
-    hist: Histogram<u64>,
-    sum: u128,
-    min: u64,
-    max: u64,
+    /// Highest sequence number of any arrival (window or not).
+    top_seq: Option<u64>,
+    hist: DelayHist,
 }
 
 impl FlowStat {
@@ -38,11 +38,20 @@ impl FlowStat {
             rtt: false,
             tos: Default::default(),
             max_seq: None,
-            hist: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds"),
-            sum: 0,
-            min: u64::MAX,
-            max: 0,
+            top_seq: None,
+            hist: DelayHist::new(),
         }
+    }
+
+    /// The highest sequence number seen so far (compact probes restore
+    /// theirs against it).
+    pub fn top_seq(&self) -> Option<u64> {
+        self.top_seq
+    }
+    /// Any packet of the flow arrived, inside the window or not.
+    pub fn saw(&mut self, seq: u64) {
+        self.total_received += 1;
+        self.top_seq = Some(self.top_seq.map_or(seq, |m| m.max(seq)));
     }
 
     /// A packet sent inside the measurement window arrived.
@@ -53,25 +62,19 @@ impl FlowStat {
             Some(m) if seq < m => self.reordered += 1,
             _ => self.max_seq = Some(seq),
         }
-        let _ = self.hist.record(delay_ns.max(1));
-        self.sum += delay_ns as u128;
-        self.min = self.min.min(delay_ns);
-        self.max = self.max.max(delay_ns);
+        self.hist.record(delay_ns);
     }
 
     pub fn result(&self, interval_s: f64) -> FlowResult {
         let n = self.received;
-        let delay = if n == 0 {
-            DelayStats::default()
-        } else {
-            DelayStats {
-                min: self.min,
-                mean: self.sum as f64 / n as f64,
-                p50: self.hist.value_at_quantile(0.5),
-                p99: self.hist.value_at_quantile(0.99),
-                p999: self.hist.value_at_quantile(0.999),
-                max: self.max,
-            }
+        let s = self.hist.summary();
+        let delay = DelayStats {
+            min: s.min,
+            mean: s.mean,
+            p50: s.p50,
+            p99: s.p99,
+            p999: s.p999,
+            max: s.max,
         };
         FlowResult {
             name: self.name.clone(),
@@ -79,7 +82,7 @@ impl FlowStat {
             received: n,
             lost: self.sent.saturating_sub(n),
             reordered: self.reordered,
-            jitter_ns: if n == 0 { 0 } else { self.max - self.min },
+            jitter_ns: s.max - s.min,
             delay_ns: delay,
             throughput_bps: if interval_s > 0.0 {
                 self.recv_ip_bytes as f64 * 8.0 / interval_s
@@ -98,10 +101,7 @@ impl FlowStat {
 
     /// Delay histogram buckets (value ns, count) for plotting.
     pub fn buckets(&self) -> Vec<(u64, u64)> {
-        self.hist
-            .iter_recorded()
-            .map(|v| (v.value_iterated_to(), v.count_at_value()))
-            .collect()
+        self.hist.buckets()
     }
 }
 

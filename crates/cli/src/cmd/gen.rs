@@ -20,7 +20,7 @@ pub struct GenArgs {
     /// Rate: e.g. 800pps, 6.4Mb/s (bit rates count IP bytes).
     #[arg(long, default_value = "1000pps")]
     pub rate: String,
-    /// IP packet size in bytes (at least 52), or `imix`.
+    /// IP packet size in bytes (40 to 65535; 40-51 carry the compact probe), or `imix`.
     #[arg(long, default_value = "1000")]
     pub size: String,
     /// cbr, poisson, or onoff:ON/OFF (e.g. onoff:10ms/20ms).
@@ -52,7 +52,15 @@ pub fn run(a: GenArgs) -> Result<()> {
         traffic::SizeDist::Fixed(
             a.size
                 .parse()
-                .map_err(|_| anyhow!("--size: a number of IP bytes or imix"))?,
+                .ok()
+                .filter(|&b: &u32| (qosnet_live::traffic::MIN_IP_SIZE as u32..=65_535).contains(&b))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--size {}: a number of IP bytes from {} (the smallest packet that carries a measurement probe) to 65535, or imix",
+                        a.size,
+                        qosnet_live::traffic::MIN_IP_SIZE
+                    )
+                })?,
         )
     };
     let rate =

@@ -126,6 +126,9 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
     let sc = a.sc.load()?;
     let paper = sc.paper.clone();
     need_root("a live run")?;
+    if let Some(dir) = &a.out {
+        report::check_out_dir(dir)?;
+    }
     let stop = signals()?;
     let mut o = LiveOptions {
         prefix: a.prefix.prefix.clone(),

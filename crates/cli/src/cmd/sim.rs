@@ -9,7 +9,7 @@ use clap::Args;
 use qosnet_experiments::report;
 use qosnet_sim::Sim;
 
-use crate::args::ScenarioArgs;
+use crate::args::{ctrl_c_flag, ScenarioArgs};
 
 #[derive(Args)]
 pub struct SimArgs {
@@ -35,10 +35,17 @@ pub struct SimArgs {
 
 pub fn run(a: SimArgs) -> Result<()> {
     let sc = a.sc.load()?;
+    // An unwritable --out fails now, not after the run.
+    if let Some(dir) = &a.out {
+        report::check_out_dir(dir)?;
+    }
     let paper = sc.paper.clone();
     let name = sc.name.clone();
     let mut sim = Sim::new(sc).map_err(|e| anyhow!("{name}: {e}"))?;
     sim.set_progress(!a.json);
+    // Ctrl-C (or SIGTERM) ends the run early; what was measured up to
+    // then is printed and written like a full run's results.
+    sim.set_stop(ctrl_c_flag()?);
     if let Some(dir) = &a.pcap {
         let files = sim.enable_pcap(dir, &a.pcap_links).map_err(|e| anyhow!(e))?;
         if !a.json {
@@ -46,6 +53,13 @@ pub fn run(a: SimArgs) -> Result<()> {
         }
     }
     let r = sim.run();
+    if sim.interrupted() {
+        eprintln!(
+            "interrupted at {} of {} simulated: partial results (packets still in flight count as lost)",
+            report::fmt_ns(r.engine.sim_s * 1e9),
+            report::fmt_ns(r.duration_s * 1e9)
+        );
+    }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -83,6 +97,9 @@ pub fn run(a: SimArgs) -> Result<()> {
                 dir.display()
             );
         }
+    }
+    if sim.interrupted() {
+        anyhow::bail!("interrupted (partial results above)");
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let sets = o.overrides.sets();
     let stop = run::signals()?;
     let mut runs = Vec::new();
+    let mut used = Vec::new();
     for e in SCENARIOS {
         let sc = run::load(e, &sets)?;
         let paper = paper_jitter(&sc);
@@ -33,11 +34,10 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         };
         let live = labrun::run(&sc, &lo, stop.clone()).map_err(|e| anyhow!("{}: {e}", sc.name))?;
         if let Some(dir) = &o.out {
-            report::write_outputs(
-                &dir.join(format!("{}-live", sc.name)),
-                &live.results,
-                &live.buckets,
-            )?;
+            // One directory per run, whatever names overrides gave them.
+            used.push(format!("{}-live", sc.name));
+            let d = report::run_dirs(dir, used.iter().map(|s| s.as_str()));
+            report::write_outputs(&d[d.len() - 1], &live.results, &live.buckets)?;
         }
         runs.push((paper, sim, live.results));
     }

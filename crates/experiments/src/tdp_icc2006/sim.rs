@@ -94,9 +94,9 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         outln!("  chords: {}", show(&chords));
     }
     if let Some(dir) = &o.out {
-        for r in &runs {
-            let d = dir.join(&r.results.scenario);
-            report::write_outputs(&d, &r.results, &r.buckets)?;
+        let dirs = report::run_dirs(dir, runs.iter().map(|r| r.results.scenario.as_str()));
+        for (r, d) in runs.iter().zip(&dirs) {
+            report::write_outputs(d, &r.results, &r.buckets)?;
         }
         outln!("\nwrote results under {}", dir.display());
     }

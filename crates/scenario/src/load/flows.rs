@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::ops::Range;
 
+use qosnet_core::probe::{COMPACT_LEN, MIN_IP_SIZE};
 use qosnet_core::Duration;
 
 use super::header::Header;
@@ -111,12 +112,24 @@ pub(super) fn flows(
                 ))
             }
             Some(s) => match s.get_ref() {
-                raw::SizeSpec::Bytes(b) if (28..=9000).contains(b) => SizeDist::Fixed(*b as u32),
+                raw::SizeSpec::Bytes(b) if (MIN_IP_SIZE as i64..=9000).contains(b) => SizeDist::Fixed(*b as u32),
+                raw::SizeSpec::Bytes(b) if (28..MIN_IP_SIZE as i64).contains(b) => {
+                    return Err(cx.err(
+                        s.span(),
+                        format!(
+                            "size = {b} leaves {} bytes of UDP payload, too few for qosnet's measurement probe ({COMPACT_LEN} bytes): its packets could not be measured",
+                            b - 28
+                        ),
+                        format!(
+                            "use at least {MIN_IP_SIZE} IP bytes (IMIX's small packets); a minimum Ethernet frame (64 bytes on the wire) carries 46"
+                        ),
+                    ))
+                }
                 raw::SizeSpec::Bytes(b) => {
                     return Err(cx.err(
                         s.span(),
                         format!("size = {b} is not a valid IP packet size"),
-                        "use 28 to 9000 bytes (IP header included)",
+                        format!("use {MIN_IP_SIZE} to 9000 bytes (IP header included)"),
                     ))
                 }
                 raw::SizeSpec::Named(n) if n == "imix" => SizeDist::Imix,

@@ -474,11 +474,14 @@ const SET_MARK: &str = "# qosnet --set #";
 
 /// Map each line of `applied` (the text after overrides) to its line in
 /// `orig`, or to the `--set` argument that wrote it. Unchanged lines are
-/// matched in order; a line that matches nothing (a table header an
-/// override created) takes the place of the line before it.
+/// matched in order. A line that matches nothing is one an override
+/// created (a table header such as `[a.b]` before the value it set): it
+/// belongs to the next `--set` value below it, or, if none follows before
+/// the next line of the file, to the line before it.
 fn map_lines(orig: &str, applied: &str) -> Vec<Origin> {
     let o: Vec<&str> = orig.split('\n').collect();
     let mut out = Vec::new();
+    let mut unmatched = Vec::new();
     let mut p = 0usize;
     let mut last = 1usize;
     for line in applied.split('\n') {
@@ -487,6 +490,7 @@ fn map_lines(orig: &str, applied: &str) -> Vec<Origin> {
             .and_then(|i| line[i + SET_MARK.len()..].trim().parse::<usize>().ok())
         {
             out.push(Origin::Set(k));
+            unmatched.push(false);
             continue;
         }
         // Overrides change few lines: look a bounded way ahead.
@@ -495,15 +499,32 @@ fn map_lines(orig: &str, applied: &str) -> Vec<Origin> {
                 p = i + 1;
                 last = i + 1;
                 out.push(Origin::File(i + 1));
+                unmatched.push(false);
             }
-            None => out.push(Origin::File(last)),
+            None => {
+                out.push(Origin::File(last));
+                unmatched.push(true);
+            }
+        }
+    }
+    let mut next_set = None;
+    for i in (0..out.len()).rev() {
+        match out[i] {
+            Origin::Set(k) => next_set = Some(k),
+            Origin::File(_) if unmatched[i] => {
+                if let Some(k) = next_set {
+                    out[i] = Origin::Set(k);
+                }
+            }
+            Origin::File(_) => next_set = None,
         }
     }
     out
 }
 /// Apply `key=value` overrides. Keys are dotted paths; arrays of tables
-/// (`node`, `link`, `flow`, `route`) are addressed by element name or `*`:
-/// `flow.f1234.size=482`, `node.*.scheduler=tdp`, `scenario.duration=2s`.
+/// (`node`, `link`, `flow`, `route`) are addressed by element name, `*`
+/// (all) or a name prefix followed by `*`: `flow.f1234.size=482`,
+/// `node.R*.scheduler=fifo`, `flow.*.size=482`, `scenario.duration=2s`.
 /// Each value set is followed by a `# qosnet --set #K` comment naming the
 /// override it came from.
 pub fn apply_sets(file: &str, text: &str, sets: &[String]) -> Result<String, ScenarioError> {
@@ -563,7 +584,13 @@ pub fn apply_sets(file: &str, text: &str, sets: &[String]) -> Result<String, Sce
             for t in arr.iter_mut() {
                 let name = element_name(parts[0], t);
                 names.push(name.clone());
-                if parts[1] == "*" || parts[1] == name {
+                // `*` is every element, `R*` every one whose name starts
+                // with `R`, anything else one name.
+                let hit_this = match parts[1].strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => parts[1] == name,
+                };
+                if hit_this {
                     set_path(t, &parts[2..], value.clone());
                     hit += 1;
                 }

@@ -22,21 +22,29 @@ fn array_header(line: &str) -> Option<&str> {
     Some(t[..end].trim())
 }
 
-/// Scan one line for the multi-line strings it opens or closes.
+/// Where `pat` first occurs in `b` at or after `from`.
+fn find(b: &[u8], from: usize, pat: &[u8]) -> Option<usize> {
+    b.get(from..)?.windows(pat.len()).position(|w| w == pat)
+}
+
+/// Scan one line for the multi-line strings it opens or closes. Works on
+/// bytes throughout: every delimiter is ASCII, and stepping a byte at a
+/// time through a multi-byte character must not slice the `str` inside it
+/// (a fuzzed file with `§` outside a comment panicked here).
 fn scan(line: &str, mut state: In) -> In {
     let b = line.as_bytes();
     let mut i = 0;
     while i < b.len() {
         match state {
-            In::Basic => match line[i..].find("\"\"\"") {
-                Some(k) if k > 0 && b[i + k - 1] == b'\\' && !line[i..i + k].ends_with("\\\\") => i += k + 1,
+            In::Basic => match find(b, i, b"\"\"\"") {
+                Some(k) if k > 0 && b[i + k - 1] == b'\\' && !b[i..i + k].ends_with(b"\\\\") => i += k + 1,
                 Some(k) => {
                     state = In::Code;
                     i += k + 3;
                 }
                 None => return state,
             },
-            In::Literal => match line[i..].find("'''") {
+            In::Literal => match find(b, i, b"'''") {
                 Some(k) => {
                     state = In::Code;
                     i += k + 3;
@@ -44,13 +52,13 @@ fn scan(line: &str, mut state: In) -> In {
                 None => return state,
             },
             In::Code => {
-                let rest = &line[i..];
-                if rest.starts_with('#') {
+                let rest = &b[i..];
+                if rest.starts_with(b"#") {
                     return state;
-                } else if rest.starts_with("\"\"\"") {
+                } else if rest.starts_with(b"\"\"\"") {
                     state = In::Basic;
                     i += 3;
-                } else if rest.starts_with("'''") {
+                } else if rest.starts_with(b"'''") {
                     state = In::Literal;
                     i += 3;
                 } else if b[i] == b'"' {
@@ -61,7 +69,7 @@ fn scan(line: &str, mut state: In) -> In {
                     }
                     i += 1;
                 } else if b[i] == b'\'' {
-                    i += 1 + line[i + 1..].find('\'').unwrap_or(line.len());
+                    i += 1 + find(b, i + 1, b"'").unwrap_or(b.len());
                     i += 1;
                 } else {
                     i += 1;
