@@ -449,7 +449,14 @@ fn figure6(seed: u64) -> Result<Fig> {
             let r = &runs[ti * counts.len() + ci];
             let d = nrt_delay_ms(r);
             let adm = admitted(r);
-            row.push_str(&format!(" {k} -> {d:.2} ms ({adm}/{k} admitted);"));
+            // Nothing admitted: the segment never left CSMA/CD, so there
+            // are no NRT token visits to time.
+            let delay = if d.is_finite() {
+                format!("{d:.2} ms")
+            } else {
+                "no token".to_string()
+            };
+            row.push_str(&format!(" {k} -> {delay} ({adm}/{k} admitted);"));
             if adm == k {
                 pts.push((k as f64, d));
             }
