@@ -624,11 +624,28 @@ impl Dwfq {
                 xs.into_iter().map(|x| x.2).collect()
             })
             .collect();
-        // Y_j = VSORT(P_1j … P_Mj): smallest virtual finish first.
+        // Y_j = VSORT(P_1j … P_Mj): smallest virtual finish first. Picks
+        // of one class are one WFQ flow split over the forwarders, whose
+        // FIFO serves the oldest first: a pick's finish is its class's
+        // start tag plus the bytes of that class's older picks and its
+        // own (picks of equal age tie, left to the tie-break). Ranking
+        // same-class picks by their own length alone would
+        // make a forwarder whose queue has grown (an L-DS burst of l
+        // packets) lose every round to the short bursts of forwarders
+        // just served, and starve (Table IV at l = 25, 100).
         let ol_prefs: Vec<Vec<usize>> = (0..n)
             .map(|j| {
                 let mut ys: Vec<(u128, u64, usize)> = (0..m)
-                    .filter_map(|i| picks[i * n + j].map(|p: Pick| (p.tag, tb(DRAW_VSORT, i, j), i)))
+                    .filter_map(|i| {
+                        let p: Pick = picks[i * n + j]?;
+                        let ahead: u64 = (0..m)
+                            .filter_map(|o| picks[o * n + j])
+                            .filter(|q| q.class == p.class && q.age > p.age)
+                            .map(|q| q.entry.len as u64)
+                            .sum();
+                        let w = self.clocks.weights().get(p.class).copied().unwrap_or(1).max(1) as u128;
+                        Some((p.tag + ahead as u128 * VT_PER_BYTE / w, tb(DRAW_VSORT, i, j), i))
+                    })
                     .collect();
                 ys.sort_unstable();
                 ys.into_iter().map(|y| y.2).collect()
@@ -1003,6 +1020,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// One class split over two forwarders is one WFQ flow: the older
+    /// head goes first even when it is a long L-DS burst and the younger
+    /// one a single packet (else a grown queue loses every round).
+    #[test]
+    fn same_class_picks_are_served_oldest_first() {
+        let d = dims(2, 1, 1);
+        let mut view = View::new(d);
+        let mut f0 = FeState::new(d, 1000);
+        f0.push(0, 0, e(100, 21 * 78));
+        let mut f1 = FeState::new(d, 1000);
+        f1.push(0, 0, e(900, 78));
+        view.set(0, Some(f0));
+        view.set(1, Some(f1));
+        let s = Dwfq::new(d, vec![1], TieBreak::Deterministic, Proposer::Forwarders).unwrap();
+        let dec = s.clone().decide(&view, RoundKey::default());
+        assert_eq!(dec.ol_prefs[0], vec![0, 1], "older burst first");
+        assert_eq!(dec.matching[0], Some(0));
     }
 
     #[test]
