@@ -70,6 +70,9 @@ impl Default for Seeds {
     }
 }
 
+/// Most runs one sweep may have (grid cells x seeds).
+pub const MAX_RUNS: usize = 1_000_000;
+
 impl Seeds {
     pub fn list(&self) -> Vec<u64> {
         match self {
@@ -182,6 +185,20 @@ impl Manifest {
     }
 
     pub fn check(&self) -> Result<()> {
+        // Bounded before anything is expanded: a count of 1e11 seeds would
+        // otherwise be allocated as a list.
+        if let Seeds::Count(n) = self.seeds {
+            if n > MAX_RUNS as u64 {
+                bail!("seeds: {n} is more than {MAX_RUNS} runs; use fewer seeds");
+            }
+        }
+        let runs = self
+            .params
+            .iter()
+            .try_fold(self.seeds.list().len(), |acc, p| acc.checked_mul(p.values.len()));
+        if runs.is_none_or(|r| r > MAX_RUNS) {
+            bail!("the grid has more than {MAX_RUNS} runs; sweep fewer values or seeds");
+        }
         if self.seeds.list().is_empty() {
             bail!("seeds: no seeds (use a count >= 1 or a non-empty list)");
         }
@@ -795,13 +812,14 @@ pub fn slurm_script(qosnet: &Path, manifest: &Path, rows: usize) -> String {
 #SBATCH --cpus-per-task=1\n\
 #SBATCH --output={log}\n\
 set -eu\n\
-QOSNET=\"${{QOSNET:-{bin}}}\"\n\
+QOSNET=\"${{QOSNET:-}}\"\n\
+[ -n \"$QOSNET\" ] || QOSNET={bin}\n\
 exec \"$QOSNET\" sweep --run-row \"${{SLURM_ARRAY_TASK_ID:?run this script with sbatch, or set SLURM_ARRAY_TASK_ID}}\" {mq}\n",
         m = manifest.display(),
         script = sh_quote(&out.join("sweep.slurm").display().to_string()),
         last = rows.saturating_sub(1),
         log = out.join("slurm-%A_%a.log").display(),
-        bin = qosnet.display(),
+        bin = sh_quote(&qosnet.display().to_string()),
     )
 }
 
@@ -873,6 +891,11 @@ mod tests {
             .unwrap_err()
             .contains("no values"));
         assert!(bad("scenario = \"x\"\nsed = 1").is_err());
+        // Huge grids are refused before anything is expanded.
+        assert!(bad("scenario = \"x\"\nseeds = 100000000000")
+            .unwrap_err()
+            .contains("more than 1000000 runs"));
+        assert!(bad("scenario = \"x\"\nseeds = 1000\n[[param]]\nkey = \"a\"\nvalues = [1, 2]").is_ok());
         assert!(Manifest::looks_like("scenario = \"x.toml\""));
         assert!(!Manifest::looks_like("[scenario]\nname = \"x\""));
     }
@@ -971,7 +994,10 @@ mod tests {
         );
         assert!(s.starts_with("#!/bin/bash\n"));
         assert!(s.contains("#SBATCH --array=0-11\n"));
-        assert!(s.contains("QOSNET=\"${QOSNET:-/opt/q bin/qosnet}\""));
+        assert!(
+            s.contains("[ -n \"$QOSNET\" ] || QOSNET='/opt/q bin/qosnet'\n"),
+            "{s}"
+        );
         // Every #SBATCH line comes before the first command (sbatch stops
         // reading directives there).
         let first_cmd = s.lines().position(|l| !l.starts_with('#')).unwrap();

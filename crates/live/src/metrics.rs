@@ -524,7 +524,9 @@ fn answer(c: TcpStream, hub: &MetricsHub) -> std::io::Result<()> {
     c.set_nonblocking(false)?;
     c.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
     c.set_write_timeout(Some(std::time::Duration::from_secs(5)))?;
-    let mut r = BufReader::new(&c);
+    // At most 8 KiB of request: a client streaming bytes without a newline
+    // cannot grow our memory.
+    let mut r = BufReader::new(std::io::Read::take(&c, 8192));
     let mut line = String::new();
     r.read_line(&mut line)?;
     // Headers up to the blank line (bounded: a request is a few lines).

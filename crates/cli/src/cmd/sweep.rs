@@ -140,6 +140,17 @@ pub fn run(a: SweepArgs) -> Result<()> {
             .canonicalize()
             .with_context(|| format!("resolving {}", manifest.display()))?;
         let bin = std::env::current_exe().context("finding the qosnet binary")?;
+        // Paths go into shell scripts (a Slurm #SBATCH line, comments): a
+        // newline or other control character there would end a line and
+        // start a command.
+        for p in [&manifest, &bin] {
+            if p.to_string_lossy().chars().any(|c| c.is_control()) {
+                anyhow::bail!(
+                    "{:?} has a control character; scripts cannot name it safely: choose another --out",
+                    p
+                );
+            }
+        }
         let (file, text) = match e {
             Emit::Slurm => ("sweep.slurm", sweep::slurm_script(&bin, &manifest, rows.len())),
             Emit::Parallel => ("jobs.txt", sweep::parallel_jobs(&bin, &manifest, rows.len())),

@@ -186,6 +186,10 @@ const MAX_ARRIVALS: usize = 1 << 20;
 const MAX_REASSEMBLY: usize = 64;
 
 /// An IP datagram being reassembled (RFC 791), keyed by (src, dst, ident).
+/// Fragments kept per packet being reassembled (a 64 KiB packet in
+/// 8-byte fragments would need 8192).
+const MAX_FRAGMENTS: usize = 8192;
+
 struct Reasm {
     key: ([u8; 4], [u8; 4], u16),
     /// (offset, payload bytes) of the fragments received.
@@ -213,6 +217,8 @@ pub struct RetherHost {
     to_csma_at: Vec<u64>,
     reasm: VecDeque<Reasm>,
     reasm_evicted: u64,
+    /// Reassemblies dropped for inconsistent fragments.
+    reasm_bad: u64,
     fragments_sent: u64,
     /// RT packets larger than the MTU with RETHER disabled, sent in pieces.
     packets_fragmented: u64,
@@ -293,6 +299,7 @@ impl RetherHost {
             to_csma_at: Vec::new(),
             reasm: VecDeque::new(),
             reasm_evicted: 0,
+            reasm_bad: 0,
             fragments_sent: 0,
             packets_fragmented: 0,
             units_delivered: 0,
@@ -497,10 +504,19 @@ impl RetherHost {
         if off == 0 {
             r.head = Some(frame[..eth::ETH_HDR + ihl].to_vec());
         }
-        if !r.parts.iter().any(|(o, _)| *o == off) {
+        // Bounded: a sender cannot grow one reassembly without limit.
+        if !r.parts.iter().any(|(o, _)| *o == off) && r.parts.len() < MAX_FRAGMENTS {
             r.parts.push((off, payload));
         }
         let need = r.total?;
+        // A piece past the end the last fragment declared, or a packet
+        // that would not fit IPv4's 16-bit length: inconsistent
+        // fragments (crafted or corrupt). Dropped whole, counted.
+        if r.parts.iter().any(|(o, _)| *o >= need && need > 0) || ihl + need > 65_535 {
+            self.reasm.remove(idx);
+            self.reasm_bad += 1;
+            return None;
+        }
         r.parts.sort_by_key(|(o, _)| *o);
         let mut have = 0;
         for (o, p) in &r.parts {
@@ -518,7 +534,9 @@ impl RetherHost {
         let mut body = vec![0u8; need];
         for (o, p) in &r.parts {
             let end = (o + p.len()).min(need);
-            body[*o..end].copy_from_slice(&p[..end - o]);
+            if let (Some(dst), Some(src)) = (body.get_mut(*o..end), p.get(..end.saturating_sub(*o))) {
+                dst.copy_from_slice(src);
+            }
         }
         out.extend_from_slice(&body);
         let ip = &mut out[eth::ETH_HDR..];
@@ -835,6 +853,7 @@ impl Node for RetherHost {
             ("ip_packets_fragmented", self.packets_fragmented),
             ("ip_fragments_sent", self.fragments_sent),
             ("ip_reassembly_evicted", self.reasm_evicted),
+            ("ip_reassembly_bad", self.reasm_bad),
             ("fault_crashes", self.crashes),
             ("fault_restarts", self.restarts),
             ("fault_tokens_dropped", self.tokens_dropped),
