@@ -395,6 +395,20 @@ fn cpu_denied_ns() -> u64 {
     ns + steal_jiffies * 10_000_000
 }
 
+/// Microseconds some runnable task on this machine waited for a CPU since
+/// boot (/proc/pressure/cpu, `some ... total=`); 0 where PSI is missing.
+fn cpu_pressure_us() -> u64 {
+    std::fs::read_to_string("/proc/pressure/cpu")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("some"))
+                .and_then(|l| l.split("total=").nth(1))
+                .and_then(|x| x.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 #[test]
 fn tdp_stamps_alternate_on_the_wire() {
     require_root!();
@@ -874,6 +888,7 @@ fn irtt_agrees_with_qosnet_sink() {
             .unwrap(),
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
+    let psi0 = cpu_pressure_us();
     let dir = std::env::temp_dir().join(format!("{p}-irtt.json"));
     live.lab()
         .exec(
@@ -915,10 +930,18 @@ fn irtt_agrees_with_qosnet_sink() {
         (i_med - q_med as f64).abs() < 150_000.0,
         "irtt {i_med} vs qosnet {q_med}"
     );
-    assert!(
-        i_ipdv <= q_jit as f64 + 50_000.0,
-        "IPDV {i_ipdv} vs jitter {q_jit}"
-    );
+    // irtt and qosnet measure in two runs one after the other: their
+    // jitters compare only if nothing else took the CPUs meanwhile (PSI:
+    // time some runnable task waited for a CPU, machine-wide).
+    let busy_us = cpu_pressure_us().saturating_sub(psi0);
+    if busy_us < 100_000 {
+        assert!(
+            i_ipdv <= q_jit as f64 + 50_000.0,
+            "IPDV {i_ipdv} vs jitter {q_jit} (CPU pressure {busy_us} us)"
+        );
+    } else {
+        eprintln!("NOTE: tasks waited {busy_us} us for a CPU during the runs: IPDV vs jitter not compared");
+    }
     assert!(q_rx >= 190 && q_lost == 0);
     drop(live);
     assert!(leftovers(&p).is_empty());
