@@ -54,15 +54,7 @@ pub fn delay_cdf(path: &Path, title: &str, flows: &[(String, Vec<(u64, u64)>)]) 
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    finish(&mut chart, &root, SeriesLabelPosition::LowerRight)
 }
 
 /// Swept values as x coordinates: numbers when every value is a number
@@ -209,15 +201,7 @@ pub fn sweep_curve(path: &Path, t: &crate::sweep::Table, key: &str) -> Result<()
             )
             .map_err(|e| anyhow!("{e}"))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    finish(&mut chart, &root, SeriesLabelPosition::UpperLeft)
 }
 
 /// One curve of [`lines`]: its label and (x, y) points.
@@ -262,11 +246,25 @@ pub fn lines(path: &Path, title: &str, x_desc: &str, y_desc: &str, curves: &[Cur
             .draw_series(p.iter().map(|&(x, y)| Circle::new((x, y), 3, color.filled())))
             .map_err(|e| anyhow!("{e}"))?;
     }
+    finish(&mut chart, &root, SeriesLabelPosition::UpperLeft)
+}
+
+/// Every chart ends alike: the legend in a framed white box at `pos`, then
+/// the file written.
+fn finish<'a, 'b: 'a>(
+    chart: &mut ChartContext<
+        'a,
+        SVGBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    root: &DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    pos: SeriesLabelPosition,
+) -> Result<()> {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(pos)
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     root.present().map_err(|e| anyhow!("{e}"))?;
