@@ -6,10 +6,11 @@
 //! No input may panic; a frame a parser accepts must re-encode (DS) without
 //! panicking either.
 //!
-//! Coverage-guided fuzzers need tools not available here (see
-//! `crates/sim/tests/fuzz_nodes.rs`); these are proptest properties,
-//! short in the normal test run (`QOSNET_FUZZ_CASES`, default 2000 per
-//! target, about a second) and long on request:
+//! The structured complement of the coverage-guided AFL++ targets
+//! (`crates/fuzz`, `scripts/fuzz`): these proptest properties reach deep
+//! states by construction; short in the normal test run
+//! (`QOSNET_FUZZ_CASES`, default 2000 per target, about a second) and long
+//! on request:
 //!
 //! `QOSNET_FUZZ_CASES=10000000 cargo test --release -p qosnet-core --test fuzz_wire`
 

@@ -75,6 +75,20 @@ fn toml_syntax() {
     check(&t, "size = = 500", "");
 }
 
+/// The TOML parser reports a lone carriage return without a message
+/// (found by AFL++, `fuzz/regressions/scenario/`): qosnet names it.
+#[test]
+fn lone_carriage_return() {
+    let t = BASE.replace("[[node]]\nname = \"R2\"", "\r[[node]]\nname = \"R2\"");
+    let e = err(&t);
+    assert!(e.msg.contains("carriage return"), "{e}");
+    assert_eq!(e.line, line_of(&t, "\r[[node]]"), "{e}");
+    // The same in a `[[flow]]` table, which is parsed on its own.
+    let t = BASE.replace("size = 500", "\rsize = 500");
+    let e = err(&t);
+    assert!(e.msg.contains("carriage return"), "{e}");
+}
+
 #[test]
 fn unknown_key() {
     let t = BASE.replace("size = 500", "size = 500\ncolour = \"red\"");

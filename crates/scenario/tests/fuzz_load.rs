@@ -7,10 +7,10 @@
 //! or the `--set` argument; and `check` and `sim` agree (what loads, the
 //! simulator builds).
 //!
-//! Coverage-guided fuzzers need tools not available here (see
-//! `crates/sim/tests/fuzz_nodes.rs`); these are proptest properties,
-//! short in the normal test run (`QOSNET_FUZZ_CASES`, default 200) and
-//! long on request:
+//! The structured complement of the coverage-guided AFL++ targets
+//! (`crates/fuzz`, `scripts/fuzz`): these proptest properties reach deep
+//! states by construction; short in the normal test run
+//! (`QOSNET_FUZZ_CASES`, default 200) and long on request:
 //!
 //! `QOSNET_FUZZ_CASES=1000000 cargo test --release -p qosnet-scenario --test fuzz_load`
 

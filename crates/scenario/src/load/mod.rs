@@ -422,7 +422,8 @@ pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Scenario, Sce
     let tables = split::flow_tables(text);
     let rest = split::blank(text, &tables);
     let toml_err = |e: toml::de::Error, base: usize| {
-        let msg = e.message().to_string();
+        let at = e.span().map(|s| s.start + base).unwrap_or(0);
+        let msg = toml_message(e.message(), text, at);
         let hint = if msg.contains("unknown field") {
             "remove or correct the key; every key is listed in docs/scenario-format.md"
         } else if msg.contains("missing field") {
@@ -527,6 +528,25 @@ fn map_lines(orig: &str, applied: &str) -> Vec<Origin> {
 /// `node.R*.scheduler=fifo`, `flow.*.size=482`, `scenario.duration=2s`.
 /// Each value set is followed by a `# qosnet --set #K` comment naming the
 /// override it came from.
+/// The TOML parser's message, or — it reports some lexical errors (a lone
+/// carriage return, a control character) with none — a description of the
+/// character at `at` where it stopped.
+fn toml_message(msg: &str, text: &str, at: usize) -> String {
+    let msg = msg.trim();
+    if !msg.is_empty() {
+        return msg.to_string();
+    }
+    match text.get(at..).and_then(|t| t.chars().next()) {
+        Some('\r') => {
+            "a carriage return (\\r) not followed by a newline: TOML allows \\r only in \\r\\n line ends"
+                .into()
+        }
+        Some(c) if c.is_control() => format!("control character U+{:04X} is not allowed here", c as u32),
+        Some(c) => format!("invalid TOML at {c:?}"),
+        None => "invalid TOML at the end of the file".into(),
+    }
+}
+
 pub fn apply_sets(file: &str, text: &str, sets: &[String]) -> Result<String, ScenarioError> {
     if sets.is_empty() {
         return Ok(text.to_string());
@@ -537,7 +557,7 @@ pub fn apply_sets(file: &str, text: &str, sets: &[String]) -> Result<String, Sce
             file: file.into(),
             line,
             col,
-            msg: e.message().to_string(),
+            msg: toml_message(e.message(), text, e.span().map(|s| s.start).unwrap_or(0)),
             hint: "fix the TOML syntax".into(),
         }
     })?;

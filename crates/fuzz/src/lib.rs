@@ -1,0 +1,324 @@
+//! qosnet's fuzz targets (issue 10): the entry points that untrusted bytes
+//! reach — frames off the wire into every parser and every node kind, and
+//! scenario files and `--set` arguments into the loader — each as a
+//! function from bytes that panics only when qosnet is wrong.
+//!
+//! Two drivers call them:
+//! * `fuzz/` (outside the workspace): one AFL++ binary per target, built
+//!   and run by `scripts/fuzz` with cargo-afl (coverage-guided, stable Rust);
+//! * `tests/corpus.rs` here: replays the committed seed corpus and every
+//!   crash or hang input ever found (`fuzz/regressions/<target>/`) on each
+//!   `cargo test`, so a fixed bug stays fixed.
+//!
+//! The in-process proptest properties (`crates/core/tests/fuzz_wire.rs`,
+//! `crates/fuzz/tests/nodes.rs`, `crates/scenario/tests/fuzz_load.rs`)
+//! remain as the structured, always-on complement: they reach deep states
+//! by construction where a byte-level fuzzer needs time to learn them.
+//!
+//! A target never allocates without bound and never loops without bound:
+//! inputs are capped ([`MAX_INPUT`]), a node's reaction to one frame is
+//! drained for at most 50 ms of virtual time and 100 000 transmissions.
+
+use std::sync::OnceLock;
+
+use qosnet_core::node::{Node, TxStatus};
+use qosnet_core::probe::Probe;
+use qosnet_core::rether::wire as rether;
+use qosnet_core::stsdr::wire as ds;
+use qosnet_core::stsdr::Dims;
+use qosnet_core::wire::{self, MacAddr};
+use qosnet_core::{Duration, Instant, Meta};
+use qosnet_scenario::build::{build_node, BuildOpts, Setup};
+use qosnet_scenario::topo::Network;
+use qosnet_scenario::{load_str, Scenario};
+
+/// Inputs longer than this are cut: a jumbo frame, or a scenario file of a
+/// size users write, is well inside it.
+pub const MAX_INPUT: usize = 64 * 1024;
+
+/// A fuzz target: bytes in, a panic only when qosnet is wrong.
+pub type Target = fn(&[u8]);
+
+/// The targets by name, as `scripts/fuzz` and the corpus test know them.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("frame", frame),
+    ("node", node),
+    ("scenario", scenario),
+    ("set", set),
+];
+
+/// Shipped scenarios whose nodes the `node` target feeds (every node kind:
+/// TDP, FIFO and DiffServ routers, taprio, HTB, switches, CSMA/CD stations,
+/// RETHER stations, STSDR balancers and forwarders).
+const NODE_SCENARIOS: &[(&str, &str)] = &[
+    (
+        "tdp-1002",
+        include_str!("../../../scenarios/tdp-icc2006/tdp-1002.toml"),
+    ),
+    (
+        "fifo-482",
+        include_str!("../../../scenarios/tdp-icc2006/fifo-482.toml"),
+    ),
+    (
+        "t1-edge",
+        include_str!("../../../scenarios/diffserv-degeb/t1-edge.toml"),
+    ),
+    (
+        "t4-latency",
+        include_str!("../../../scenarios/diffserv-degeb/t4-latency.toml"),
+    ),
+    ("taprio", include_str!("../../../scenarios/examples/taprio.toml")),
+    ("htb", include_str!("../../../scenarios/examples/htb.toml")),
+    (
+        "saturation",
+        include_str!("../../../scenarios/ethernet/saturation.toml"),
+    ),
+    ("line", include_str!("../../../scenarios/live/line.toml")),
+    (
+        "rether-faults",
+        include_str!("../../../scenarios/rether/faults.toml"),
+    ),
+    ("stsdr-lds", include_str!("../../../scenarios/stsdr/lds.toml")),
+    ("stsdr-sds", include_str!("../../../scenarios/stsdr/sds.toml")),
+];
+
+/// The scenario `--set` arguments are applied to.
+const SET_BASE: &str = include_str!("../../../scenarios/live/line.toml");
+
+/// Wire parsers: Ethernet/IPv4/UDP views, measurement probes, 802.1Q tags,
+/// RETHER frames (docs/rether-wire.md), STSDR DS frames
+/// (docs/stsdr-wire.md). What parses must re-encode without panicking.
+pub fn frame(data: &[u8]) {
+    let f = &data[..data.len().min(MAX_INPUT)];
+    let _ = wire::eth_dst(f);
+    let _ = wire::eth_src(f);
+    if let Ok(info) = wire::parse_ipv4(f) {
+        let p = wire::udp_payload(f, &info);
+        assert!(p.len() <= f.len(), "UDP payload longer than its frame");
+        if let Some(d) = Probe::decode_any(p) {
+            let _ = d.resolve(Some(u64::MAX), u64::MAX);
+            let _ = d.resolve(None, 0);
+        }
+    }
+    let _ = wire::vlan::parse_vlan(f);
+    let mut g = f.to_vec();
+    let _ = wire::vlan::pop_tag(&mut g);
+    if rether::is_rether(f) {
+        if let Ok(fr) = rether::parse(f) {
+            let _ = rether::build(MacAddr([2, 0, 0, 0, 0, 1]), MacAddr::BROADCAST, &fr);
+        }
+    }
+    let _ = ds::is_ds(f);
+    let loose = ds::Expect {
+        vid: None,
+        dims: None,
+    };
+    let strict = ds::Expect {
+        vid: Some(100),
+        dims: Some(Dims::new(4, 3, 3)),
+    };
+    let _ = ds::parse_header(f, &loose);
+    let _ = ds::parse(f, &loose);
+    let _ = ds::parse(f, &strict);
+}
+
+struct Prepared {
+    sc: Scenario,
+    net: Network,
+    setup: Setup,
+}
+
+fn prepared() -> &'static [Prepared] {
+    static P: OnceLock<Vec<Prepared>> = OnceLock::new();
+    P.get_or_init(|| {
+        NODE_SCENARIOS
+            .iter()
+            .map(|(name, text)| {
+                let sc = load_str(name, text, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let net = Network::build(&sc).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let setup = Setup::new(&sc, &net).unwrap_or_else(|e| panic!("{name}: {e}"));
+                Prepared { sc, net, setup }
+            })
+            .collect()
+    })
+}
+
+/// (scenario, node index) of every node the builder registry makes.
+fn node_index() -> &'static [(usize, usize)] {
+    static I: OnceLock<Vec<(usize, usize)>> = OnceLock::new();
+    I.get_or_init(|| {
+        let mut v = Vec::new();
+        for (s, p) in prepared().iter().enumerate() {
+            for i in 0..p.sc.nodes.len() {
+                if build(s, i).is_some() {
+                    v.push((s, i));
+                }
+            }
+        }
+        v
+    })
+}
+
+fn build(s: usize, i: usize) -> Option<Box<dyn Node>> {
+    let p = &prepared()[s];
+    let opts = BuildOpts {
+        static_peer_macs: true,
+        ..BuildOpts::default()
+    };
+    build_node(&p.sc, &p.net, &p.setup, i, &opts).expect("shipped scenario node builds")
+}
+
+/// ARP announcements for every interface of the prepared scenarios, so
+/// mutations reach the ARP and ICMP paths of the routers.
+pub fn arp_frames() -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    for p in prepared() {
+        for n in &p.net.nodes {
+            for f in &n.ifaces {
+                v.push(qosnet_core::arp::announcement(f.mac, f.ip));
+            }
+        }
+    }
+    v
+}
+
+/// A fresh copy of every node the `node` target chooses from.
+pub fn nodes() -> Vec<Box<dyn Node>> {
+    node_index()
+        .iter()
+        .map(|&(s, i)| build(s, i).expect("indexed nodes build"))
+        .collect()
+}
+
+/// How many nodes the `node` target chooses from (its first input byte
+/// selects one, modulo this).
+pub fn node_count() -> usize {
+    node_index().len()
+}
+
+/// The scenario kinds (`router`, `switch`, `rether`, ...) of the nodes the
+/// `node` target feeds.
+pub fn node_kinds() -> Vec<&'static str> {
+    let mut v: Vec<&str> = node_index()
+        .iter()
+        .map(|&(s, i)| prepared()[s].sc.nodes[i].kind_name())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The router input path of every node kind. Input: one byte choosing the
+/// node, then records `[port][gap][len_hi][len_lo][len bytes of frame]`
+/// (gap in units of 10 µs of virtual time before the frame; a short last
+/// record takes what is left). After each frame the node's timers,
+/// transmissions (acknowledged as sent, every 7th as lost to excessive collisions) and
+/// events are drained for up to 50 ms of virtual time.
+pub fn node(data: &[u8]) {
+    let data = &data[..data.len().min(MAX_INPUT)];
+    let Some((&sel, mut rest)) = data.split_first() else {
+        return;
+    };
+    let idx = node_index();
+    let (s, i) = idx[sel as usize % idx.len()];
+    let mut n = build(s, i).expect("indexed nodes build");
+    let mut now = Instant(1_000_000);
+    let mut uid = 0u64;
+    while rest.len() >= 4 {
+        let (port, gap) = (rest[0], rest[1]);
+        let len = u16::from_be_bytes([rest[2], rest[3]]) as usize;
+        let body = &rest[4..];
+        let take = len.min(body.len());
+        now += Duration::from_micros(10 * gap as u64);
+        uid += 1;
+        feed(n.as_mut(), &mut now, port as u16, body[..take].to_vec(), uid);
+        rest = &body[take..];
+    }
+}
+
+/// Hand one frame to a node and let it run until it is quiet (bounded).
+pub fn feed(n: &mut dyn Node, now: &mut Instant, port: u16, frame: Vec<u8>, uid: u64) {
+    let ports = n.port_count().max(1) as u16;
+    let meta = Meta {
+        uid,
+        arrival: *now,
+        ..Meta::default()
+    };
+    n.handle_frame(*now, port % ports, frame, meta);
+    let until = *now + Duration::from_millis(50);
+    let mut sent = 0u32;
+    for _ in 0..64 {
+        n.handle_timeout(*now);
+        while let Some(tx) = n.poll_transmit(*now) {
+            sent += 1;
+            assert!(
+                sent < 100_000,
+                "{}: one frame caused {sent} transmissions",
+                n.name()
+            );
+            let at = tx.tx_end.unwrap_or(*now).max(*now);
+            let status = if sent.is_multiple_of(7) {
+                TxStatus::ExcessiveCollisions
+            } else {
+                TxStatus::Sent { collisions: 0 }
+            };
+            n.handle_tx_done(at, tx.port, status);
+        }
+        while n.poll_event().is_some() {}
+        match n.poll_timeout(*now) {
+            Some(t) if t > *now && t <= until => *now = t,
+            Some(t) if t <= *now => *now += Duration(1),
+            _ => break,
+        }
+    }
+}
+
+/// A scenario file: it loads, or fails with a file:line inside the file;
+/// what loads passes every check the simulator makes (`check` == `sim`).
+pub fn scenario(data: &[u8]) {
+    let data = &data[..data.len().min(MAX_INPUT)];
+    let text = String::from_utf8_lossy(data);
+    let lines = text.lines().count();
+    match load_str("fuzz.toml", &text, &[]) {
+        Err(e) => {
+            assert_eq!(e.file, "fuzz.toml", "{e}");
+            assert!(
+                e.line <= lines + 1,
+                "{e}: line past the end of a {lines}-line file"
+            );
+            assert!(!e.msg.is_empty(), "an error without a message: {e:?}");
+        }
+        Ok(sc) => loaded(sc),
+    }
+}
+
+fn loaded(sc: Scenario) {
+    let net = Network::build(&sc);
+    assert!(net.is_ok(), "loaded but no network: {:?}", net.err());
+    if sc.tdp.is_some() {
+        let plan = qosnet_scenario::tdpplan::plan(&sc, net.as_ref().unwrap());
+        assert!(plan.is_ok(), "loaded but no TDP plan: {:?}", plan.err());
+    }
+    let sim = qosnet_sim::Sim::new(sc);
+    assert!(sim.is_ok(), "loaded but the simulator refused: {:?}", sim.err());
+}
+
+/// `--set KEY=VALUE` arguments, one per input line, over a shipped
+/// scenario: an error names the `--set` argument (or a line of the file
+/// that exists); what loads passes the simulator's checks.
+pub fn set(data: &[u8]) {
+    let data = &data[..data.len().min(4096)];
+    let text = String::from_utf8_lossy(data);
+    let sets: Vec<String> = text.lines().take(16).map(str::to_string).collect();
+    let base_lines = SET_BASE.lines().count();
+    match load_str("line.toml", SET_BASE, &sets) {
+        Err(e) => {
+            if e.file == "line.toml" {
+                assert!(e.line <= base_lines + 1, "{e}: line past the end of the file");
+            } else {
+                assert!(e.file.starts_with("--set "), "{e}");
+            }
+        }
+        Ok(sc) => loaded(sc),
+    }
+}
