@@ -105,9 +105,7 @@ pub(crate) struct Medium {
     wake_at: Option<Instant>,
     /// Per station: the frame its NIC holds is traffic.
     nic_traffic: Vec<bool>,
-    /// Traffic frames sent whole, copies delivered, frames given up.
-    traffic_sent: u64,
-    traffic_delivered: u64,
+    /// Traffic frames given up after excessive collisions, or refused.
     traffic_lost: u64,
 }
 
@@ -120,8 +118,6 @@ impl Medium {
             stations,
             wake_at: None,
             nic_traffic: vec![false; n],
-            traffic_sent: 0,
-            traffic_delivered: 0,
             traffic_lost: 0,
         }
     }
@@ -456,9 +452,6 @@ impl Sim {
                     let Some(&(node, port)) = self.media[m].stations.get(station) else {
                         continue;
                     };
-                    if pkt.meta.uid != 0 {
-                        self.media[m].traffic_delivered += 1;
-                    }
                     self.arrive(node as usize, port, pkt);
                 }
                 SegOutput::TxDone { station, status, .. } => {
@@ -466,11 +459,10 @@ impl Sim {
                     let Some(&(node, port)) = med.stations.get(station) else {
                         continue;
                     };
-                    if std::mem::take(&mut med.nic_traffic[station]) {
-                        match status {
-                            TxStatus::Sent { .. } => med.traffic_sent += 1,
-                            TxStatus::ExcessiveCollisions => med.traffic_lost += 1,
-                        }
+                    if std::mem::take(&mut med.nic_traffic[station])
+                        && status == TxStatus::ExcessiveCollisions
+                    {
+                        med.traffic_lost += 1;
                     }
                     let slot = &mut self.slots[node as usize];
                     let local = slot.clock.local(now);
@@ -680,26 +672,29 @@ impl Sim {
     /// consumed by routers; they are excluded on both sides.
     pub fn ledger(&self) -> (u64, u64, u64, u64) {
         // A frame sent whole on a segment reaches every other station:
-        // the copies beyond the first are created by the medium.
+        // the copies beyond the first station's are created by the medium
+        // (counted as they arrive, so a run that stops while a frame is
+        // still propagating balances).
         let created: u64 = self.slots.iter().map(|s| s.node.ledger().created).sum::<u64>()
-            + self
-                .media
-                .iter()
-                .map(|m| m.traffic_delivered.saturating_sub(m.traffic_sent))
-                .sum::<u64>();
+            + self.media.iter().map(|m| m.seg.traffic_copies()).sum::<u64>();
         let dropped = self
             .slots
             .iter()
             .map(|s| s.cpu.as_ref().map_or(0, |c| c.drops) + s.node.ledger().dropped)
             .sum::<u64>()
-            + self.media.iter().map(|m| m.traffic_lost).sum::<u64>();
+            + self
+                .media
+                .iter()
+                .map(|m| m.traffic_lost + m.seg.traffic_unreceived())
+                .sum::<u64>();
         let delivered = self.flows.iter().map(|f| f.total_received).sum();
-        (
-            self.generated + created,
-            delivered,
-            dropped,
-            self.in_flight() as u64,
-        )
+        let in_flight = self.in_flight() as u64
+            - self
+                .media
+                .iter()
+                .map(|m| (m.seg.in_flight() - m.seg.unreceived_in_flight()) as u64)
+                .sum::<u64>();
+        (self.generated + created, delivered, dropped, in_flight)
     }
 
     fn port_counters(&self) -> Counters {

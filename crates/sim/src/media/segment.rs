@@ -342,6 +342,8 @@ struct Signal {
     overlapped: Vec<u64>,
     /// Stations the signal has not yet left.
     remaining: usize,
+    /// Stations that received the frame whole so far.
+    delivered: u32,
 }
 
 impl Signal {
@@ -450,6 +452,8 @@ pub struct Segment {
     stats: SegmentStats,
     trace: Option<VecDeque<Trace>>,
     trace_cap: usize,
+    traffic_copies: u64,
+    traffic_unreceived: u64,
 }
 
 impl Segment {
@@ -533,6 +537,8 @@ impl Segment {
             stats,
             trace: None,
             trace_cap: 0,
+            traffic_copies: 0,
+            traffic_unreceived: 0,
         })
     }
 
@@ -637,8 +643,33 @@ impl Segment {
 
     /// Frames the segment holds: in NIC buffers (handed, no `TxDone` yet)
     /// plus frames sent whole whose last bit has not reached every station.
+    /// Frames inside the medium: in NIC buffers or still propagating.
     pub fn in_flight(&self) -> usize {
         self.nic_held() + self.signals.iter().filter(|s| s.live && s.pkt.is_some()).count()
+    }
+
+    /// Frames the conservation ledger counts as inside the medium: in NIC
+    /// buffers, or sent whole and not yet received by any station. Once one
+    /// station has a frame it is there; what reaches the others later are
+    /// copies ([`Segment::traffic_copies`]).
+    pub fn unreceived_in_flight(&self) -> usize {
+        self.nic_held()
+            + self
+                .signals
+                .iter()
+                .filter(|s| s.live && s.pkt.is_some() && s.delivered == 0)
+                .count()
+    }
+
+    /// Copies of traffic frames (uid ≠ 0) the medium delivered beyond the
+    /// first station to receive each: what broadcast on a bus creates.
+    pub fn traffic_copies(&self) -> u64 {
+        self.traffic_copies
+    }
+
+    /// Traffic frames sent whole that no station received intact.
+    pub fn traffic_unreceived(&self) -> u64 {
+        self.traffic_unreceived
     }
 
     /// Frames in NIC buffers: handed and not yet finished with `TxDone`.
@@ -743,6 +774,7 @@ impl Segment {
             pkt: None,
             overlapped: Vec::new(),
             remaining: n,
+            delivered: 0,
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -938,6 +970,12 @@ impl Segment {
                     sig.pkt.clone()
                 };
                 if let Some(pkt) = pkt {
+                    // The first station to receive the frame has the
+                    // original; every later one a copy the medium made.
+                    if sig.delivered > 0 && pkt.meta.uid != 0 {
+                        self.traffic_copies += 1;
+                    }
+                    sig.delivered += 1;
                     self.stats.stations[j].frames_received += 1;
                     self.outputs.push_back(SegOutput::Deliver {
                         station: j,
@@ -952,6 +990,11 @@ impl Segment {
         let sig = &mut self.signals[slot];
         sig.remaining -= 1;
         if sig.remaining == 0 {
+            // Sent whole, but no station received it intact (a late
+            // collision at every receiver): the frame is lost here.
+            if sig.delivered == 0 && sig.pkt.is_some() && sig.uid != 0 {
+                self.traffic_unreceived += 1;
+            }
             sig.live = false;
             sig.pkt = None;
             self.free.push(slot);
