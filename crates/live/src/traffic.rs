@@ -318,7 +318,9 @@ pub struct FlowStats {
     bytes: u64,
     first_bytes: u64,
     max_seq: Option<u64>,
-    /// One bit per sequence number seen, grown on demand.
+    /// Sequence numbers seen within [`SEQ_WINDOW`] of the highest: one bit
+    /// each, a ring indexed by `seq % SEQ_WINDOW` (a fixed 8 KiB per flow,
+    /// however long the run).
     seen: Vec<u64>,
     hist: qosnet_core::stats::DelayHist,
     first_rx: Option<Instant>,
@@ -327,8 +329,15 @@ pub struct FlowStats {
 }
 
 /// Sequence numbers further than this beyond the highest seen are taken as
-/// corrupt (a bitmap that large would be 128 MiB), counted, and ignored.
+/// corrupt, counted, and ignored.
 const MAX_SEQ_JUMP: u64 = 1 << 30;
+
+/// How far behind the highest sequence number a duplicate is still
+/// recognised (as the anti-replay window of RFC 4303 §3.4.3, much wider):
+/// a packet older than this is counted received and reordered — at a
+/// million packets per second it is 65 ms late, and a duplicate so late
+/// is not something a real network makes.
+const SEQ_WINDOW: u64 = 1 << 16;
 
 impl FlowStats {
     pub fn new(flow: u32) -> Self {
@@ -359,18 +368,36 @@ impl FlowStats {
         {
             return false;
         }
-        let (word, bit) = ((p.seq / 64) as usize, p.seq % 64);
-        if word >= self.seen.len() {
-            self.seen.resize(word + 1, 0);
+        if self.seen.is_empty() {
+            self.seen = vec![0; (SEQ_WINDOW / 64) as usize];
         }
-        if self.seen[word] & (1 << bit) != 0 {
-            self.duplicates += 1;
-            return true;
-        }
-        self.seen[word] |= 1 << bit;
+        let (word, bit) = (((p.seq % SEQ_WINDOW) / 64) as usize, p.seq % 64);
         match self.max_seq {
-            Some(m) if p.seq < m => self.reordered += 1,
-            _ => self.max_seq = Some(p.seq),
+            Some(m) if p.seq <= m => {
+                if m - p.seq < SEQ_WINDOW {
+                    if self.seen[word] & (1 << bit) != 0 {
+                        self.duplicates += 1;
+                        return true;
+                    }
+                    self.seen[word] |= 1 << bit;
+                }
+                // Older than the window: its bit now belongs to a newer
+                // number; counted received and reordered (SEQ_WINDOW).
+                self.reordered += 1;
+            }
+            _ => {
+                // Forget what the window slides past.
+                match self.max_seq {
+                    Some(m) if p.seq - m < SEQ_WINDOW => {
+                        for q in m + 1..p.seq {
+                            self.clear_seen(q);
+                        }
+                    }
+                    _ => self.seen.fill(0),
+                }
+                self.seen[word] |= 1 << bit;
+                self.max_seq = Some(p.seq);
+            }
         }
         self.received += 1;
         self.bytes += ip_bytes as u64;
@@ -390,6 +417,11 @@ impl FlowStats {
             *self.tos.entry(t).or_default() += 1;
         }
         true
+    }
+
+    fn clear_seen(&mut self, seq: u64) {
+        let (word, bit) = (((seq % SEQ_WINDOW) / 64) as usize, seq % 64);
+        self.seen[word] &= !(1 << bit);
     }
 
     /// The delay histogram as (value ns, count) pairs, for plots.
@@ -864,6 +896,38 @@ mod tests {
         assert_eq!(r.tos.get(&0x0c), Some(&4));
         // Without the generator's count the highest sequence number decides.
         assert_eq!(f.report(None).sent, 6);
+
+        // Duplicates are recognised within the window behind the highest
+        // number, and the memory stays the same however far a flow runs.
+        let mut g = FlowStats::new(2);
+        let bytes = g.seen.capacity();
+        for seq in 0..3 * SEQ_WINDOW {
+            assert!(g.record(&p(seq), Instant(2_000), 100, None));
+        }
+        assert_eq!(g.seen.capacity(), (SEQ_WINDOW / 64) as usize);
+        assert!(bytes <= g.seen.capacity());
+        let top = 3 * SEQ_WINDOW - 1;
+        g.record(&p(top - 10), Instant(2_000), 100, None);
+        g.record(&p(top - SEQ_WINDOW + 1), Instant(2_000), 100, None);
+        let r = g.report(None);
+        assert_eq!((r.received, r.duplicates, r.reordered), (3 * SEQ_WINDOW, 2, 0));
+        // Older than the window: received, reordered, and no bit of a
+        // newer number disturbed.
+        g.record(&p(top - SEQ_WINDOW), Instant(2_000), 100, None);
+        let r = g.report(None);
+        assert_eq!(
+            (r.received, r.duplicates, r.reordered),
+            (3 * SEQ_WINDOW + 1, 2, 1)
+        );
+        // A gap in the numbers, then the missing one arrives late.
+        g.record(&p(top + 5), Instant(2_000), 100, None);
+        g.record(&p(top + 3), Instant(2_000), 100, None);
+        g.record(&p(top + 3), Instant(2_000), 100, None);
+        let r = g.report(None);
+        assert_eq!(
+            (r.received, r.duplicates, r.reordered),
+            (3 * SEQ_WINDOW + 3, 3, 2)
+        );
 
         // Datagrams that are not probes are counted, not fatal.
         let (mut sink, addr) = loopback_sink();
