@@ -9,6 +9,11 @@
 //! are reused. Profiling the ICC 2006 testbed showed the binary heap's
 //! sift-down moving whole events as the simulator's largest cost; moving
 //! keys instead of events is what this layout is for.
+//!
+//! Two shortcuts keep the order exactly that of one heap: events for the
+//! time the queue last reached go to a FIFO lane (sorted by construction)
+//! merged with the rest on `(time, seq)`, and the keys of future events are
+//! a sorted array while few (a heap while many).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
