@@ -65,6 +65,11 @@ impl Duration {
         if bits_per_sec == 0 {
             return Duration::MAX;
         }
+        // 64-bit division when the product fits (frames up to 2 GB): the
+        // 128-bit one is a library call, on every transmitted frame.
+        if let Some(bits) = bytes.checked_mul(8 * 1_000_000_000) {
+            return Duration(bits.div_ceil(bits_per_sec));
+        }
         let bits = bytes as u128 * 8 * 1_000_000_000;
         Duration(bits.div_ceil(bits_per_sec as u128).min(u64::MAX as u128) as u64)
     }

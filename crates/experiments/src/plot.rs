@@ -1,48 +1,108 @@
 //! SVG plots drawn with `plotters`: per-flow one-way delay distributions
-//! (empirical CDFs from the HDR histograms), and a sweep's metric against
+//! (empirical CDFs from the HDR histograms, on a log delay axis, with
+//! jitter, loss and the paper's figures in the legend), and a sweep's metric against
 //! one swept parameter with 95 % confidence intervals.
 
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
+use plotters::coord::combinators::BindKeyPoints;
 use plotters::prelude::*;
 
-pub fn delay_cdf(path: &Path, title: &str, flows: &[(String, Vec<(u64, u64)>)]) -> Result<()> {
-    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+/// One flow of a delay plot: its delay histogram and the figures its
+/// legend line shows.
+pub struct DelayFlow<'a> {
+    pub name: &'a str,
+    /// `(delay in ns, packets)`, ascending.
+    pub buckets: &'a [(u64, u64)],
+    pub sent: u64,
+    pub lost: u64,
+    /// max - min one-way delay (the ICC 2006 paper's jitter).
+    pub jitter_ns: u64,
+    pub p99_ns: u64,
+    /// The paper's figure for this flow, with its metric and unit
+    /// (`("jitter", 3.1, "ms")`), shown beside qosnet's.
+    pub paper: Option<(&'a str, f64, &'a str)>,
+}
+
+/// Rows of legend shown under a delay plot; more flows are summarised.
+const LEGEND_ROWS: usize = 12;
+
+/// A delay in ns, to three significant figures, in the unit that suits it.
+fn short_ns(ns: f64) -> String {
+    let (v, unit) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "us")
+    } else {
+        (ns, "ns")
+    };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$} {unit}")
+}
+
+/// Per-flow one-way delay CDFs on a logarithmic delay axis, so a flow of
+/// hundreds of microseconds and one of tens of milliseconds both show
+/// their shape (on a linear axis from 0 the short one is a vertical line at
+/// the origin). Under the chart, one line per flow: its jitter (with the
+/// paper's figure beside it when the scenario has one), p99 and loss.
+pub fn delay_cdf(path: &Path, title: &str, flows: &[DelayFlow]) -> Result<()> {
+    let rows = flows.len().min(LEGEND_ROWS) + usize::from(flows.len() > LEGEND_ROWS);
+    let legend_h = 14 + 18 * rows as u32;
+    let root = SVGBackend::new(path, (900, 500 + legend_h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let (top, bottom) = root.split_vertically(500);
+    // Delays in ms; the axis from the smallest positive delay (a zero
+    // delay, possible only in contrived scenarios, is drawn at its left
+    // edge) to the largest, a little wider on both sides.
     let (mut lo, mut hi) = (f64::MAX, 0f64);
-    for (_, b) in flows {
-        for (v, _) in b {
+    for f in flows {
+        for (v, _) in f.buckets.iter().filter(|(v, _)| *v > 0) {
             lo = lo.min(*v as f64 / 1e6);
             hi = hi.max(*v as f64 / 1e6);
         }
     }
     if lo > hi {
-        (lo, hi) = (0.0, 1.0);
+        (lo, hi) = (1e-3, 1.0);
     }
-    let pad = ((hi - lo) * 0.05).max(0.01);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{title}: one-way delay CDF per flow"), ("sans-serif", 20))
+    let (lo, hi) = (lo / 1.25, hi * 1.25);
+    let mut chart = ChartBuilder::on(&top)
+        .caption(
+            format!("{title}: one-way delay CDF per flow (log delay axis)"),
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .build_cartesian_2d((lo - pad)..(hi + pad), 0f64..1.0)
+        .build_cartesian_2d((lo..hi).log_scale().with_key_points(log_ticks(lo, hi)), 0f64..1.0)
         .map_err(|e| anyhow!("{e}"))?;
     chart
         .configure_mesh()
-        .x_desc("one-way delay [ms]")
+        .x_desc("one-way delay [ms], logarithmic")
         .y_desc("fraction of packets")
+        .x_label_formatter(&|v| {
+            let s = format!("{v:.6}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        })
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
-    for (i, (name, b)) in flows.iter().enumerate() {
-        let total: u64 = b.iter().map(|(_, c)| c).sum();
+    for (i, f) in flows.iter().enumerate() {
+        let total: u64 = f.buckets.iter().map(|(_, c)| c).sum();
         if total == 0 {
             continue;
         }
         let mut acc = 0u64;
-        let mut pts = Vec::with_capacity(b.len() * 2);
-        for (v, c) in b {
-            let x = *v as f64 / 1e6;
+        let mut pts = Vec::with_capacity(f.buckets.len() * 2);
+        for (v, c) in f.buckets {
+            let x = (*v as f64 / 1e6).max(lo);
             pts.push((x, acc as f64 / total as f64));
             acc += c;
             pts.push((x, acc as f64 / total as f64));
@@ -50,11 +110,79 @@ pub fn delay_cdf(path: &Path, title: &str, flows: &[(String, Vec<(u64, u64)>)]) 
         let color = Palette99::pick(i).to_rgba();
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .map_err(|e| anyhow!("{e}"))?;
     }
-    finish(&mut chart, &root, SeriesLabelPosition::LowerRight)
+    let style = ("sans-serif", 14).into_font().color(&BLACK);
+    for (i, f) in flows.iter().take(LEGEND_ROWS).enumerate() {
+        let y = 8 + 18 * i as i32;
+        let color = Palette99::pick(i).to_rgba();
+        bottom
+            .draw(&PathElement::new(
+                vec![(62, y + 8), (92, y + 8)],
+                color.stroke_width(3),
+            ))
+            .map_err(|e| anyhow!("{e}"))?;
+        bottom
+            .draw(&Text::new(legend_line(f), (100, y), style.clone()))
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    if flows.len() > LEGEND_ROWS {
+        let y = 8 + 18 * LEGEND_ROWS as i32;
+        let text = format!(
+            "... and {} more flows (flows.csv has them all)",
+            flows.len() - LEGEND_ROWS
+        );
+        bottom
+            .draw(&Text::new(text, (100, y), style))
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Tick values for a log axis over `lo..hi`: 1, 2, 5 per decade, or every
+/// digit when the axis spans less than a decade (plotters' own log axis
+/// then labels nothing: the ICC 2006 flows span 1.5-5 ms).
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let ticks = |mantissas: &[f64]| -> Vec<f64> {
+        let mut v = Vec::new();
+        let mut e = lo.log10().floor() as i32;
+        while 10f64.powi(e) <= hi * 10.0 && v.len() < 64 {
+            for m in mantissas {
+                let t = m * 10f64.powi(e);
+                if t >= lo && t <= hi {
+                    v.push(t);
+                }
+            }
+            e += 1;
+        }
+        v
+    };
+    let coarse = ticks(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 3 {
+        return coarse;
+    }
+    ticks(&[1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+}
+
+/// A flow's legend line: name, jitter (and the paper's), p99, loss.
+fn legend_line(f: &DelayFlow) -> String {
+    let mut s = format!("{}: jitter {}", f.name, short_ns(f.jitter_ns as f64));
+    if let Some((metric, v, unit)) = f.paper {
+        s += &format!(" (paper {metric} {v} {unit})");
+    }
+    s += &format!(", p99 {}", short_ns(f.p99_ns as f64));
+    if f.sent > 0 {
+        s += &format!(
+            ", lost {} of {} ({:.2} %)",
+            f.lost,
+            f.sent,
+            100.0 * f.lost as f64 / f.sent as f64
+        );
+    } else {
+        s += &format!(", lost {}", f.lost);
+    }
+    s
 }
 
 /// Swept values as x coordinates: numbers when every value is a number
@@ -274,6 +402,79 @@ fn finish<'a, 'b: 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_ticks_label_narrow_and_wide_axes() {
+        assert_eq!(
+            log_ticks(0.4, 115.0),
+            vec![0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
+        );
+        assert_eq!(log_ticks(1.4, 5.5), vec![1.5, 2.0, 2.5, 3.0, 4.0, 5.0]);
+    }
+
+    #[test]
+    fn legend_shows_jitter_loss_and_the_papers_figure() {
+        let f = DelayFlow {
+            name: "f123",
+            buckets: &[],
+            sent: 8000,
+            lost: 2,
+            jitter_ns: 1_420_000,
+            p99_ns: 2_500,
+            paper: Some(("jitter", 1.97, "ms")),
+        };
+        assert_eq!(
+            legend_line(&f),
+            "f123: jitter 1.42 ms (paper jitter 1.97 ms), p99 2.50 us, lost 2 of 8000 (0.03 %)"
+        );
+    }
+
+    /// Flows 500 us and 83 ms apart both span the log axis: the SVG has
+    /// one polyline per flow, and the short flow's points are not all at
+    /// one x (as they were on a linear axis from 0).
+    #[test]
+    fn short_and_long_flows_both_show_their_spread() {
+        let dir = std::env::temp_dir().join(format!("qosnet-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("delay.svg");
+        let short: Vec<(u64, u64)> = (0..10).map(|k| (500_000 + 20_000 * k, 10)).collect();
+        let long: Vec<(u64, u64)> = (0..10).map(|k| (80_000_000 + 500_000 * k, 10)).collect();
+        let flow = |name, b| DelayFlow {
+            name,
+            buckets: b,
+            sent: 100,
+            lost: 0,
+            jitter_ns: 0,
+            p99_ns: 0,
+            paper: None,
+        };
+        delay_cdf(&path, "t", &[flow("a", &short), flow("b", &long)]).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let lines: Vec<Vec<f64>> = svg
+            .split("<polyline")
+            .skip(1)
+            .map(|p| {
+                let pts = p.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
+                pts.split_whitespace()
+                    .map(|xy| xy.split(',').next().unwrap().parse::<f64>().unwrap())
+                    .collect()
+            })
+            .filter(|xs: &Vec<f64>| xs.len() == 20)
+            .collect();
+        assert_eq!(lines.len(), 2, "one CDF per flow");
+        let width = |xs: &Vec<f64>| {
+            xs.iter().cloned().fold(f64::MIN, f64::max) - xs.iter().cloned().fold(f64::MAX, f64::min)
+        };
+        // On the old linear axis from 0 to 83 ms the short flow spanned
+        // about 1 px of ~800; on the log axis about 45.
+        assert!(
+            width(&lines[0]) > 20.0,
+            "short flow spans {} px",
+            width(&lines[0])
+        );
+        assert!(width(&lines[1]) > 5.0, "long flow spans {} px", width(&lines[1]));
+    }
 
     #[test]
     fn numeric_axis_needs_one_unit() {

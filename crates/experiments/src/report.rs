@@ -137,6 +137,17 @@ pub fn run_dirs<'a>(base: &Path, names: impl IntoIterator<Item = &'a str>) -> Ve
 }
 
 pub fn write_outputs(dir: &Path, r: &Results, buckets: &[(String, Vec<(u64, u64)>)]) -> Result<()> {
+    write_outputs_with_paper(dir, r, buckets, None)
+}
+
+/// [`write_outputs`], with the paper's per-flow figures (the scenario's
+/// `[paper]` column) shown beside qosnet's in the delay plot's legend.
+pub fn write_outputs_with_paper(
+    dir: &Path,
+    r: &Results,
+    buckets: &[(String, Vec<(u64, u64)>)],
+    paper: Option<&Paper>,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating output directory {}", dir.display()))?;
     let json = serde_json::to_string_pretty(r)?;
     std::fs::write(dir.join("results.json"), json).context("writing results.json")?;
@@ -175,7 +186,27 @@ pub fn write_outputs(dir: &Path, r: &Results, buckets: &[(String, Vec<(u64, u64)
         ])?;
     }
     w.flush()?;
-    crate::plot::delay_cdf(&dir.join("delay.svg"), &r.scenario, buckets)?;
+    let pcol = paper_column(paper);
+    let flows: Vec<crate::plot::DelayFlow> = buckets
+        .iter()
+        .map(|(name, b)| {
+            let f = r.flows.iter().find(|f| &f.name == name);
+            crate::plot::DelayFlow {
+                name,
+                buckets: b,
+                sent: f.map_or(0, |f| f.sent),
+                lost: f.map_or(0, |f| f.lost),
+                jitter_ns: f.map_or(0, |f| f.jitter_ns),
+                p99_ns: f.map_or(0, |f| f.delay_ns.p99),
+                paper: pcol.and_then(|p| {
+                    p.values
+                        .get(name)
+                        .map(|v| (p.metric.as_str(), *v, p.unit.as_str()))
+                }),
+            }
+        })
+        .collect();
+    crate::plot::delay_cdf(&dir.join("delay.svg"), &r.scenario, &flows)?;
     Ok(())
 }
 

@@ -90,7 +90,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         let buckets: Vec<_> = (0..r.flows.len())
             .map(|i| (r.flows[i].name.clone(), sim.delay_buckets(i)))
             .collect();
-        report::write_outputs(dir, &r, &buckets)?;
+        report::write_outputs_with_paper(dir, &r, &buckets, paper.as_ref())?;
         if !a.json {
             outln!(
                 "wrote {0}/results.json, {0}/flows.csv, {0}/delay.svg",

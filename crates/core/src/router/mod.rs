@@ -66,6 +66,15 @@ pub use tdp::TdpNode;
 use icmp::Limiter;
 use neighbor::Held;
 
+/// The earlier of two optional times (the one there is, if only one).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
 /// Hook for multi-field classification, metering and marking at input
 /// (DiffServ edge) or DSCP → class mapping (DiffServ core). It may rewrite
 /// the frame (re-mark) and set `meta.class`, `meta.flow`, `meta.color`.
@@ -355,15 +364,8 @@ impl Router {
     /// whose shaping time has come (DiffServ shaper, TDP edge shaper) moved
     /// to their port's scheduler.
     fn timers(&mut self, now: Instant) {
-        for (port, ip) in std::mem::take(&mut self.start_resolve) {
-            self.resolve(now, port, ip);
-        }
-        for port in std::mem::take(&mut self.start_announce) {
-            if let Some(p) = self.ports.get_mut(port as usize) {
-                let f = crate::arp::announcement(p.cfg.mac, p.cfg.ip);
-                p.send_ctrl(now, f);
-                self.counters.ctl("arp_announcements_tx", 1);
-            }
+        if !self.start_resolve.is_empty() || !self.start_announce.is_empty() {
+            self.start_up(now);
         }
         if self.ports.iter().any(|p| p.nbr.resolving()) {
             self.arp_timeouts(now);
@@ -378,13 +380,38 @@ impl Router {
         self.tdp_release(now);
     }
 
+    /// The first timeout: start-up ARP requests and announcements.
+    fn start_up(&mut self, now: Instant) {
+        for (port, ip) in std::mem::take(&mut self.start_resolve) {
+            self.resolve(now, port, ip);
+        }
+        for port in std::mem::take(&mut self.start_announce) {
+            if let Some(p) = self.ports.get_mut(port as usize) {
+                let f = crate::arp::announcement(p.cfg.mac, p.cfg.ip);
+                p.send_ctrl(now, f);
+                self.counters.ctl("arp_announcements_tx", 1);
+            }
+        }
+    }
+
     /// Output: the next frame to put on a link at `now`, with its port,
     /// taking the ports in turn so none is starved when several are ready.
     fn transmit(&mut self, now: Instant) -> Option<Transmit> {
         let n = self.ports.len();
-        for k in 0..n {
-            let i = (self.next_port + k) % n;
-            let Some(sent) = self.ports[i].transmit(now, self.catch_up, self.tdp.as_ref()) else {
+        let mut i = self.next_port;
+        for _ in 0..n {
+            if i >= n {
+                i = 0;
+            }
+            let p = &mut self.ports[i];
+            // A busy transmitter is the common case: skip it without the
+            // call (this loop runs after every event in the simulator).
+            if p.tx_pending || p.busy_until > now {
+                i += 1;
+                continue;
+            }
+            let Some(sent) = p.transmit(now, self.catch_up, self.tdp.as_ref()) else {
+                i += 1;
                 continue;
             };
             if sent.restamped {
@@ -415,11 +442,20 @@ impl Router {
         if !self.start_resolve.is_empty() || !self.start_announce.is_empty() {
             return Some(now);
         }
-        let ports = self.ports.iter().filter_map(|p| p.ready_at(now)).min();
-        let arp = self.ports.iter().filter_map(|p| p.nbr.next_retry()).min();
-        let shaper = self.tdp.as_ref().and_then(|t| t.shaper.poll_at());
-        let held = self.classifier.as_ref().and_then(|c| c.poll_at());
-        [ports, arp, shaper, held].into_iter().flatten().min()
+        // One pass over the ports (this runs after every event the router
+        // sees in the simulator).
+        let mut next: Option<Instant> = None;
+        for p in &self.ports {
+            next = earliest(next, p.ready_at(now));
+            next = earliest(next, p.nbr.next_retry());
+        }
+        if let Some(t) = &self.tdp {
+            next = earliest(next, t.shaper.poll_at());
+        }
+        if let Some(c) = &self.classifier {
+            next = earliest(next, c.poll_at());
+        }
+        next
     }
 }
 

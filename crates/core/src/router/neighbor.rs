@@ -68,6 +68,9 @@ impl Neighbors {
     }
     /// When the next request retry or timeout is due.
     pub fn next_retry(&self) -> Option<Instant> {
+        if self.pending.is_empty() {
+            return None;
+        }
         self.pending.values().map(|e| e.next_at).min()
     }
 }

@@ -96,7 +96,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     if let Some(dir) = &o.out {
         let dirs = report::run_dirs(dir, runs.iter().map(|r| r.results.scenario.as_str()));
         for (r, d) in runs.iter().zip(&dirs) {
-            report::write_outputs(d, &r.results, &r.buckets)?;
+            report::write_outputs_with_paper(d, &r.results, &r.buckets, r.scenario.paper.as_ref())?;
         }
         outln!("\nwrote results under {}", dir.display());
     }
