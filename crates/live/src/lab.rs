@@ -970,9 +970,13 @@ impl Lab {
     /// A command that will run `program` inside the node's namespace
     /// (`ip netns exec`), for the caller to add arguments and spawn.
     pub fn command(&self, node: &str, program: &str) -> Result<Command, LabError> {
-        let ns = self
-            .netns(node)
-            .ok_or_else(|| LabError::Invalid(format!("no node {node:?} in the lab")))?;
+        let ns = self.netns(node).ok_or_else(|| match &self.spec.part {
+            Some(p) if self.spec.kind_of(node).is_some() => LabError::Invalid(format!(
+                "node {node:?} runs on another machine than {} (see the placement file)",
+                p.machine
+            )),
+            _ => LabError::Invalid(format!("no node {node:?} in the lab")),
+        })?;
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &ns, program]);
         Ok(c)

@@ -319,7 +319,11 @@ fn lab_up(a: LabUpArgs) -> Result<()> {
             s.sender_addr
         );
     }
-    if let Some(f) = sc.flows.first() {
+    let local_flow = sc
+        .flows
+        .iter()
+        .find(|f| l.spec().is_local(&sc.nodes[f.from].name));
+    if let Some(f) = local_flow {
         let p = if o.prefix == lab::DEFAULT_PREFIX {
             String::new()
         } else {
