@@ -339,6 +339,7 @@ pub fn merge(parts: &[Results]) -> Result<Results, String> {
     let first = parts.first().ok_or("nothing to merge")?;
     let mut machines = serde_json::Map::new();
     let mut measured: Vec<BTreeMap<String, String>> = Vec::new();
+    let mut start0: Option<(u64, String)> = None;
     for (k, p) in parts.iter().enumerate() {
         if p.scenario != first.scenario || p.seed != first.seed || p.duration_s != first.duration_s {
             return Err(format!(
@@ -364,6 +365,19 @@ pub fn merge(parts: &[Results]) -> Result<Results, String> {
             .ok_or_else(|| format!("part {}: extra.placement names no machine", k + 1))?;
         if machines.contains_key(name) {
             return Err(format!("machine {name} given twice"));
+        }
+        let start = pl.get("start_unix_ns").and_then(|v| v.as_u64());
+        match (start, &start0) {
+            (Some(t), Some((t0, m0))) if t != *t0 => {
+                return Err(format!(
+                    "machines {m0} and {name} started traffic at different times ({} s and {} s since 1970): \
+                     not one run (give every machine the same `lab run --start-at`)",
+                    *t0 as f64 / 1e9,
+                    t as f64 / 1e9
+                ))
+            }
+            (Some(t), None) => start0 = Some((t, name.to_string())),
+            _ => {}
         }
         let flows: BTreeMap<String, String> = pl
             .get("flows")
@@ -568,6 +582,12 @@ nodes = ["R2", "h2"]
         assert!(merge(&[m1.clone(), m1.clone()]).unwrap_err().contains("twice"));
         let e = merge(std::slice::from_ref(&m1)).unwrap_err();
         assert!(e.contains("flow ab: no part measured its sink"), "{e}");
+        let mut late = m2.clone();
+        late.extra.get_mut("placement").unwrap()["start_unix_ns"] = 2_000_000_000u64.into();
+        let mut early = m1.clone();
+        early.extra.get_mut("placement").unwrap()["start_unix_ns"] = 1_000_000_000u64.into();
+        let e = merge(&[early, late]).unwrap_err();
+        assert!(e.contains("different times"), "{e}");
         let mut other = m2;
         other.scenario = "t".into();
         assert!(merge(&[m1, other]).unwrap_err().contains("not one run"));
