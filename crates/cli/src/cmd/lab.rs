@@ -74,12 +74,18 @@ pub struct PlacementArgs {
 }
 
 impl PlacementArgs {
-    fn load(&self) -> Result<Option<labrun::PlacedOn>> {
+    /// The placement and machine, checked against the scenario's nodes
+    /// when there is one (before anything needs root).
+    fn load(&self, sc: Option<&qosnet_scenario::Scenario>) -> Result<Option<labrun::PlacedOn>> {
         let (Some(f), Some(m)) = (&self.placement, &self.machine) else {
             return Ok(None);
         };
         let placement = Placement::load(f).map_err(|e| anyhow!(e))?;
         placement.machine(m).map_err(|e| anyhow!(e))?;
+        if let Some(sc) = sc {
+            let names: Vec<&str> = sc.nodes.iter().map(|n| n.name.as_str()).collect();
+            placement.check(&names).map_err(|e| anyhow!(e))?;
+        }
         Ok(Some(labrun::PlacedOn {
             placement,
             machine: m.clone(),
@@ -177,7 +183,7 @@ pub fn run(c: LabCmd) -> Result<()> {
         LabCmd::Down(a) => {
             need_root("qosnet lab down")?;
             let prefix = &a.prefix.prefix;
-            let removed = match a.placement.load()? {
+            let removed = match a.placement.load(None)? {
                 Some(p) => {
                     let m = p.placement.machine(&p.machine).map_err(|e| anyhow!(e))?;
                     lab::cleanup_nodes(prefix, &m.nodes).map_err(|e| anyhow!("{e}"))?
@@ -197,6 +203,7 @@ pub fn run(c: LabCmd) -> Result<()> {
 fn lab_run(a: LabRunArgs) -> Result<()> {
     let sc = a.sc.load()?;
     let paper = sc.paper.clone();
+    let placement = a.placement.load(Some(&sc))?;
     need_root("a live run")?;
     if let Some(dir) = &a.out {
         report::check_out_dir(dir)?;
@@ -208,7 +215,7 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
         ..LiveOptions::default()
     };
     a.driver.apply(&mut o)?;
-    o.placement = a.placement.load()?;
+    o.placement = placement;
     o.start_at = a
         .start_at
         .map(|s| qosnet_core::time::Instant(s.saturating_mul(1_000_000_000)));
@@ -254,15 +261,16 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
 }
 
 fn lab_up(a: LabUpArgs) -> Result<()> {
-    need_root("qosnet lab up")?;
     let sc = a.sc.load()?;
+    let placement = a.placement.load(Some(&sc))?;
+    need_root("qosnet lab up")?;
     let stop = signals()?;
     let mut o = LiveOptions {
         prefix: a.prefix.prefix.clone(),
         ..LiveOptions::default()
     };
     a.driver.apply(&mut o)?;
-    o.placement = a.placement.load()?;
+    o.placement = placement;
     // Served (in the root namespace) until this command returns.
     let _metrics = a.metrics.start()?;
     o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
