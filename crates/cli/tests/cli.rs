@@ -303,3 +303,40 @@ mod hardening {
         assert!(json["flows"][0]["received"].as_u64().unwrap() > 0);
     }
 }
+
+/// Placement mistakes are reported with file and line before anything
+/// needs root (so this runs as any user).
+#[test]
+fn placement_mistakes_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.toml");
+    let write = |text: &str| std::fs::write(&p, text).unwrap();
+    let run = |machine: &str| {
+        let out = qosnet()
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .args(["lab", "run", "scenarios/live/tdp-split.toml", "--placement"])
+            .arg(&p)
+            .args(["--machine", machine])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let good = "[machine.m1]\nunderlay = \"192.0.2.1\"\nnodes = [\"h1\", \"R1\"]\n\n\
+                [machine.m2]\nunderlay = \"192.0.2.2\"\nnodes = [\"R2\", \"h2\"]\n";
+    write(&good.replace("[\"R2\", \"h2\"]", "[\"R2\", \"h1\"]"));
+    let e = run("m1");
+    assert!(
+        e.contains("p.toml:7:") && e.contains("\"h1\" is placed twice"),
+        "{e}"
+    );
+    write(&good.replace("[\"R2\", \"h2\"]", "[\"R2\"]"));
+    let e = run("m1");
+    assert!(e.contains("node is h2 on no machine"), "{e}");
+    write(&good.replace("\"R2\", ", "\"R9\", \"R2\", "));
+    let e = run("m1");
+    assert!(e.contains("p.toml:7:") && e.contains("no node \"R9\""), "{e}");
+    write(good);
+    let e = run("m3");
+    assert!(e.contains("no machine \"m3\" (machines: m1, m2)"), "{e}");
+}

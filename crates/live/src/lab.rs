@@ -26,12 +26,23 @@
 //! - a default route on each host via the router at the other end of its
 //!   first link to a router, plus any routes the spec lists.
 //!
+//! A lab can be one machine's part of a lab split across machines
+//! ([`LabSpec::part`], built from a placement file by
+//! [`crate::placement`]): only the local nodes get namespaces, links with
+//! both ends local stay veth pairs, and a link with one end local becomes a
+//! Linux VXLAN tunnel (RFC 7348): the VXLAN device is created in the
+//! namespace that holds the machine's underlay (its UDP socket lives
+//! there, and stays there), then moved into the node's namespace under the
+//! name the veth end would have had, with the same MAC. A tunnelled link's
+//! MTU is the spec's, lowered to the underlay's MTU minus the 50 bytes of
+//! VXLAN encapsulation when the underlay is too small for it.
+//!
 //! [`Lab::down`] and `Drop` delete the namespaces (which deletes the veths)
 //! after ending processes still running in them; [`cleanup`] removes the
 //! leftovers of a crashed run by prefix; [`install_signal_cleanup`] makes
 //! SIGINT/SIGTERM/SIGHUP remove every live lab of the process.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::process::{Command, Output, Stdio};
@@ -202,6 +213,52 @@ pub struct LabSpec {
     pub nodes: Vec<LabNode>,
     pub links: Vec<LabLink>,
     pub routes: Vec<LabRoute>,
+    /// This machine's part of a lab split across machines; `None`: the
+    /// whole lab is here.
+    pub part: Option<LabPart>,
+}
+
+/// The part of a lab one machine builds: its nodes, and a VXLAN tunnel for
+/// every link with exactly one end here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabPart {
+    /// Name of this machine (for messages).
+    pub machine: String,
+    /// Nodes built on this machine.
+    pub local: BTreeSet<String>,
+    /// Namespace holding the machine's underlay (where VXLAN devices are
+    /// created and their UDP sockets live); `None` is the namespace of this
+    /// process — the host's own network on a real machine.
+    pub underlay_netns: Option<String>,
+    /// Per link index: its tunnel.
+    pub tunnels: BTreeMap<usize, Tunnel>,
+}
+
+/// One VXLAN tunnel: a link whose ends are on different machines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tunnel {
+    /// VXLAN network identifier, 1..2^24: the same on both machines.
+    pub vni: u32,
+    /// This machine's underlay address.
+    pub local: Ipv4Addr,
+    /// The other machine's underlay address.
+    pub remote: Ipv4Addr,
+    /// Underlay interface; `None`: the one the route to `remote` uses.
+    pub dev: Option<String>,
+    /// UDP destination port (4789, IANA's VXLAN port).
+    pub dstport: u16,
+}
+
+/// Bytes VXLAN adds in front of the inner Ethernet frame on an IPv4
+/// underlay: outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14)
+/// (RFC 7348 §5), so the inner IP MTU is the underlay's minus 50.
+pub const VXLAN_OVERHEAD: u32 = 50;
+
+impl LabPart {
+    /// Whether `node` is built here.
+    pub fn is_local(&self, node: &str) -> bool {
+        self.local.contains(node)
+    }
 }
 
 impl Default for LabSpec {
@@ -217,6 +274,7 @@ impl LabSpec {
             nodes: Vec::new(),
             links: Vec::new(),
             routes: Vec::new(),
+            part: None,
         }
     }
     /// Add a node (builder style).
@@ -256,6 +314,11 @@ impl LabSpec {
         self.nodes.iter().find(|n| n.name == node).map(|n| n.kind)
     }
 
+    /// Whether `node` is built on this machine (always, without a part).
+    pub fn is_local(&self, node: &str) -> bool {
+        self.part.as_ref().is_none_or(|p| p.is_local(node))
+    }
+
     /// Check names, references and sizes without touching the system.
     pub fn validate(&self) -> Result<(), LabError> {
         let inv = |m: String| Err(LabError::Invalid(m));
@@ -287,6 +350,40 @@ impl LabSpec {
             }
             if !(68..=65535).contains(&l.mtu) {
                 return inv(format!("link {i}: MTU {} outside 68..=65535", l.mtu));
+            }
+        }
+        if let Some(part) = &self.part {
+            for n in &part.local {
+                if self.kind_of(n).is_none() {
+                    return inv(format!("machine {}: unknown node {n:?}", part.machine));
+                }
+            }
+            let mut vnis = HashMap::new();
+            for (i, l) in self.links.iter().enumerate() {
+                let crossing = part.is_local(&l.a) != part.is_local(&l.b);
+                match (crossing, part.tunnels.get(&i)) {
+                    (true, None) => {
+                        return inv(format!(
+                            "link {i} ({}–{}) crosses machines but has no tunnel",
+                            l.a, l.b
+                        ))
+                    }
+                    (false, Some(_)) => {
+                        return inv(format!(
+                            "link {i} ({}–{}) has a tunnel but does not cross machines",
+                            l.a, l.b
+                        ))
+                    }
+                    _ => {}
+                }
+                if let Some(t) = part.tunnels.get(&i) {
+                    if t.vni == 0 || t.vni >= 1 << 24 {
+                        return inv(format!("link {i}: VNI {} outside 1..16777215", t.vni));
+                    }
+                    if let Some(j) = vnis.insert(t.vni, i) {
+                        return inv(format!("links {j} and {i} both have VNI {}", t.vni));
+                    }
+                }
             }
         }
         for r in &self.routes {
@@ -436,7 +533,148 @@ pub struct Lab {
     id: u64,
     namespaces: Vec<String>,
     ports: Vec<Port>,
+    /// The VXLAN ends of this machine's part, in link order.
+    tunnels: Vec<TunnelInfo>,
     is_up: bool,
+}
+
+/// A VXLAN end as created: what results and `lab up` report.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TunnelInfo {
+    /// Index of the link in the spec.
+    pub link: usize,
+    pub node: String,
+    pub ifname: String,
+    pub peer_node: String,
+    pub vni: u32,
+    pub local: Ipv4Addr,
+    pub remote: Ipv4Addr,
+    pub dstport: u16,
+    /// Underlay interface the tunnel is bound to.
+    pub dev: String,
+    /// Its MTU.
+    pub underlay_mtu: u32,
+    /// IP MTU of the tunnelled link: the spec's, or the underlay's minus
+    /// [`VXLAN_OVERHEAD`] if that is smaller.
+    pub mtu: u32,
+}
+
+/// `ip ARGS`, in namespace `ns` when given.
+fn ip_in(ns: Option<&str>, args: &[&str]) -> Result<String, LabError> {
+    match ns {
+        Some(ns) => {
+            let mut v = vec!["-n", ns];
+            v.extend_from_slice(args);
+            ip(&v)
+        }
+        None => ip(args),
+    }
+}
+
+/// The interface the route to `remote` leaves by, in `ns`.
+fn route_dev(ns: Option<&str>, remote: Ipv4Addr) -> Result<String, LabError> {
+    let out = ip_in(ns, &["-o", "route", "get", &remote.to_string()])?;
+    let mut words = out.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "dev" {
+            if let Some(d) = words.next() {
+                return Ok(d.to_string());
+            }
+        }
+    }
+    Err(LabError::Invalid(format!(
+        "no underlay route to {remote}{} (`ip route get {remote}` names no device)",
+        ns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
+    )))
+}
+
+/// MTU of interface `dev` in `ns`.
+fn link_mtu(ns: Option<&str>, dev: &str) -> Result<u32, LabError> {
+    let out = ip_in(ns, &["-o", "link", "show", "dev", dev])?;
+    let mut words = out.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "mtu" {
+            if let Some(m) = words.next().and_then(|m| m.parse().ok()) {
+                return Ok(m);
+            }
+        }
+    }
+    Err(LabError::Invalid(format!(
+        "cannot read the MTU of {dev} from `ip link show`"
+    )))
+}
+
+/// Create the VXLAN end of link `i` for port `p`: in the underlay
+/// namespace (where its UDP socket stays), then moved into the node's
+/// namespace under the port's name.
+fn add_tunnel(
+    p: &Port,
+    i: usize,
+    t: &Tunnel,
+    underlay: Option<&str>,
+    l: &LabLink,
+) -> Result<TunnelInfo, LabError> {
+    let dev = match &t.dev {
+        Some(d) => d.clone(),
+        None => route_dev(underlay, t.remote)?,
+    };
+    let underlay_mtu = link_mtu(underlay, &dev)?;
+    let mtu = l.mtu.min(underlay_mtu.saturating_sub(VXLAN_OVERHEAD));
+    if mtu < 68 {
+        return Err(LabError::Invalid(format!(
+            "link {i} ({}–{}): underlay {dev} has MTU {underlay_mtu}, too small for VXLAN (needs at least {})",
+            l.a,
+            l.b,
+            68 + VXLAN_OVERHEAD
+        )));
+    }
+    // A temporary name in the underlay namespace: unique there, as VNIs
+    // are (the kernel refuses a second device with the same VNI and port).
+    let tmp = format!("vx{}", t.vni);
+    let (mac, mtu_s, qlen) = (p.mac.to_string(), mtu.to_string(), l.txqueuelen.to_string());
+    let (vni, local, remote, port) = (
+        t.vni.to_string(),
+        t.local.to_string(),
+        t.remote.to_string(),
+        t.dstport.to_string(),
+    );
+    #[rustfmt::skip]
+    let r = ip_in(underlay, &[
+        "link", "add", &tmp, "address", &mac, "mtu", &mtu_s, "txqueuelen", &qlen,
+        "type", "vxlan", "id", &vni, "local", &local, "remote", &remote,
+        "dstport", &port, "dev", &dev,
+    ]);
+    if let Err(e) = r {
+        let text = e.to_string();
+        if text.contains("VNI") || text.contains("exists") {
+            return Err(LabError::Invalid(format!(
+                "VNI collision: link {i} ({}–{}) needs VNI {} on UDP port {}, but this machine already has a VXLAN device with it \
+                 (another lab running? `vni_base` in the placement file moves this lab's VNIs): {text}",
+                l.a, l.b, t.vni, t.dstport
+            )));
+        }
+        return Err(e);
+    }
+    if let Err(e) = ip_in(
+        underlay,
+        &["link", "set", &tmp, "netns", &p.netns, "name", &p.ifname],
+    ) {
+        let _ = ip_in(underlay, &["link", "del", &tmp]);
+        return Err(e);
+    }
+    Ok(TunnelInfo {
+        link: i,
+        node: p.node.clone(),
+        ifname: p.ifname.clone(),
+        peer_node: p.peer_node.clone(),
+        vni: t.vni,
+        local: t.local,
+        remote: t.remote,
+        dstport: t.dstport,
+        dev,
+        underlay_mtu,
+        mtu,
+    })
 }
 
 /// Run `ip ARGS`, failing with its stderr if it exits non-zero.
@@ -474,6 +712,7 @@ impl Lab {
             id: next_id(),
             namespaces: Vec::new(),
             ports: Vec::new(),
+            tunnels: Vec::new(),
             is_up: true,
         };
         // On error `lab` drops here and tears down what exists so far.
@@ -483,15 +722,16 @@ impl Lab {
 
     fn build(&mut self) -> Result<(), LabError> {
         let spec = self.spec.clone();
+        let local: Vec<&LabNode> = spec.nodes.iter().filter(|n| spec.is_local(&n.name)).collect();
         // Refuse to adopt namespaces we did not create: they may belong to
         // another run that is still going.
-        for n in &spec.nodes {
+        for n in &local {
             let ns = spec.netns_name(&n.name);
             if netns::exists(&ns) {
                 return Err(LabError::Exists(ns));
             }
         }
-        for n in &spec.nodes {
+        for n in &local {
             let ns = spec.netns_name(&n.name);
             // Registered first: a signal arriving between the two steps
             // must not leave an unregistered namespace behind.
@@ -530,18 +770,36 @@ impl Lab {
 
         // Ports come in pairs, a end then b end, in link order.
         let planned = plan_ports(&spec);
-        for (l, pair) in spec.links.iter().zip(planned.chunks(2)) {
+        for (i, (l, pair)) in spec.links.iter().zip(planned.chunks(2)).enumerate() {
             let (a, b) = (&pair[0], &pair[1]);
             let (mtu, qlen) = (l.mtu.to_string(), l.txqueuelen.to_string());
-            let (a_mac, b_mac) = (a.mac.to_string(), b.mac.to_string());
-            #[rustfmt::skip]
-            ip(&[
-                "link", "add", &a.ifname, "address", &a_mac, "mtu", &mtu,
-                "txqueuelen", &qlen, "netns", &a.netns,
-                "type", "veth", "peer", "name", &b.ifname, "address", &b_mac,
-                "mtu", &mtu, "txqueuelen", &qlen, "netns", &b.netns,
-            ])?;
-            for p in pair {
+            let here: Vec<Port> = match (spec.is_local(&a.node), spec.is_local(&b.node)) {
+                (true, true) => {
+                    let (a_mac, b_mac) = (a.mac.to_string(), b.mac.to_string());
+                    #[rustfmt::skip]
+                    ip(&[
+                        "link", "add", &a.ifname, "address", &a_mac, "mtu", &mtu,
+                        "txqueuelen", &qlen, "netns", &a.netns,
+                        "type", "veth", "peer", "name", &b.ifname, "address", &b_mac,
+                        "mtu", &mtu, "txqueuelen", &qlen, "netns", &b.netns,
+                    ])?;
+                    pair.to_vec()
+                }
+                (false, false) => continue,
+                (a_here, _) => {
+                    let mut p = if a_here { a.clone() } else { b.clone() };
+                    let part = spec.part.as_ref().expect("remote ends only exist in a part");
+                    let t = part
+                        .tunnels
+                        .get(&i)
+                        .expect("validated: crossing links have tunnels");
+                    let info = add_tunnel(&p, i, t, part.underlay_netns.as_deref(), l)?;
+                    p.mtu = info.mtu;
+                    self.tunnels.push(info);
+                    vec![p]
+                }
+            };
+            for p in &here {
                 iface_setup(&p.netns, &p.ifname)?;
                 let kernel_owns = spec.kind_of(&p.node) != Some(NodeKind::Router);
                 if let (Some(a), true) = (p.addr, kernel_owns) {
@@ -549,11 +807,11 @@ impl Lab {
                 }
                 ip(&["-n", &p.netns, "link", "set", &p.ifname, "up"])?;
             }
-            self.ports.extend_from_slice(pair);
+            self.ports.extend(here);
         }
         self.bridges()?;
 
-        for r in &spec.routes {
+        for r in spec.routes.iter().filter(|r| spec.is_local(&r.node)) {
             let ns = spec.netns_name(&r.node);
             ip(&[
                 "-n",
@@ -565,7 +823,7 @@ impl Lab {
                 &r.via.to_string(),
             ])?;
         }
-        for n in spec.nodes.iter().filter(|n| n.kind == NodeKind::Host) {
+        for n in local.iter().filter(|n| n.kind == NodeKind::Host) {
             let has_default = spec
                 .routes
                 .iter()
@@ -602,7 +860,11 @@ impl Lab {
     /// a plain hub or switch).
     fn bridges(&mut self) -> Result<(), LabError> {
         let spec = self.spec.clone();
-        for n in spec.nodes.iter().filter(|n| n.kind == NodeKind::Bridge) {
+        let bridges = spec
+            .nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Bridge && spec.is_local(&n.name));
+        for n in bridges {
             let ns = spec.netns_name(&n.name);
             #[rustfmt::skip]
             ip(&[
@@ -624,7 +886,7 @@ impl Lab {
     /// lab, so detach it again to leave it running.
     pub fn attach(spec: &LabSpec) -> Result<Lab, LabError> {
         spec.validate()?;
-        for n in &spec.nodes {
+        for n in spec.nodes.iter().filter(|n| spec.is_local(&n.name)) {
             let ns = spec.netns_name(&n.name);
             if !netns::exists(&ns) {
                 return Err(LabError::Invalid(format!(
@@ -632,17 +894,30 @@ impl Lab {
                 )));
             }
         }
-        let ports = plan_ports(spec);
-        for p in &ports {
+        let mut ports = plan_ports(spec);
+        ports.retain(|p| spec.is_local(&p.node));
+        for p in &mut ports {
             netns::run_in(&p.netns, || iface::index(&p.ifname))
                 .and_then(|r| r)
                 .map_err(io_err(format!("lab {} not as described", spec.prefix)))?;
+            if !spec.is_local(&p.peer_node) {
+                // A tunnel's MTU may have been lowered for the underlay.
+                p.mtu = netns::run_in(&p.netns, || iface::mtu(&p.ifname))
+                    .and_then(|r| r)
+                    .map_err(io_err(format!("MTU of {} in {}", p.ifname, p.netns)))?;
+            }
         }
         let lab = Lab {
             spec: spec.clone(),
             id: next_id(),
-            namespaces: spec.nodes.iter().map(|n| spec.netns_name(&n.name)).collect(),
+            namespaces: spec
+                .nodes
+                .iter()
+                .filter(|n| spec.is_local(&n.name))
+                .map(|n| spec.netns_name(&n.name))
+                .collect(),
             ports,
+            tunnels: Vec::new(),
             is_up: true,
         };
         for ns in &lab.namespaces {
@@ -666,9 +941,18 @@ impl Lab {
     pub fn spec(&self) -> &LabSpec {
         &self.spec
     }
-    /// Namespace of a node, if the node is part of the lab.
+    /// Namespace of a node, if the node is part of the lab (and, in a lab
+    /// split across machines, on this machine).
     pub fn netns(&self, node: &str) -> Option<String> {
-        self.spec.kind_of(node).map(|_| self.spec.netns_name(node))
+        self.spec
+            .kind_of(node)
+            .filter(|_| self.spec.is_local(node))
+            .map(|_| self.spec.netns_name(node))
+    }
+    /// The VXLAN ends this machine created (empty unless the lab is split
+    /// across machines, and after [`Lab::attach`]).
+    pub fn tunnels(&self) -> &[TunnelInfo] {
+        &self.tunnels
     }
     /// All ports, two per link in link order (a end, then b end).
     pub fn all_ports(&self) -> &[Port] {
@@ -686,9 +970,13 @@ impl Lab {
     /// A command that will run `program` inside the node's namespace
     /// (`ip netns exec`), for the caller to add arguments and spawn.
     pub fn command(&self, node: &str, program: &str) -> Result<Command, LabError> {
-        let ns = self
-            .netns(node)
-            .ok_or_else(|| LabError::Invalid(format!("no node {node:?} in the lab")))?;
+        let ns = self.netns(node).ok_or_else(|| match &self.spec.part {
+            Some(p) if self.spec.kind_of(node).is_some() => LabError::Invalid(format!(
+                "node {node:?} runs on another machine than {} (see the placement file)",
+                p.machine
+            )),
+            _ => LabError::Invalid(format!("no node {node:?} in the lab")),
+        })?;
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &ns, program]);
         Ok(c)
@@ -805,6 +1093,27 @@ fn kill_all(pids: &[u32]) {
             unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
         }
     }
+}
+
+/// Remove the namespaces of the given nodes of lab `prefix` (one
+/// machine's part of a lab split across machines: `{prefix}-{node}` and a
+/// split host's `{prefix}-{node}_tx`), with the processes in them, leaving
+/// other machines' parts alone even when they share this kernel. Returns
+/// the names removed.
+pub fn cleanup_nodes(prefix: &str, nodes: &[String]) -> Result<Vec<String>, LabError> {
+    validate_prefix(prefix)?;
+    let mut want = HashSet::new();
+    for n in nodes {
+        want.insert(format!("{prefix}-{n}"));
+        want.insert(format!("{prefix}-{n}{}", crate::labrun::SENDER_SUFFIX));
+    }
+    let nss: Vec<String> = netns::list()
+        .map_err(io_err("listing network namespaces"))?
+        .into_iter()
+        .filter(|n| want.contains(n))
+        .collect();
+    remove_namespaces(&nss)?;
+    Ok(nss)
 }
 
 /// Remove every namespace named `{prefix}-…` (and only those), with the
@@ -1165,6 +1474,111 @@ mod tests {
         assert!(String::from_utf8_lossy(&out.stdout).contains("198.18.2.1/24"));
         lab.down().unwrap();
         assert!(ours(&prefix).is_empty());
+    }
+
+    /// Two namespaces play two machines joined by an underlay veth (MTU
+    /// 1500); a host-to-host link split between them is a VXLAN tunnel
+    /// with the MTU lowered by 50 bytes, a UDP datagram crosses it, and
+    /// each part's teardown leaves the machines as they were.
+    #[test]
+    fn a_link_across_machines_is_a_vxlan_tunnel() {
+        require_root!();
+        let prefix = test_prefix();
+        let _guard = PrefixGuard(prefix.clone());
+        // The machines are not lab namespaces: their own guard.
+        struct Machines(Vec<String>);
+        impl Drop for Machines {
+            fn drop(&mut self) {
+                let _ = remove_namespaces(&self.0);
+            }
+        }
+        let (m1, m2) = (format!("{prefix}m1"), format!("{prefix}m2"));
+        let _machines = Machines(vec![m1.clone(), m2.clone()]);
+        ip(&["netns", "add", &m1]).unwrap();
+        ip(&["netns", "add", &m2]).unwrap();
+        ip(&[
+            "-n", &m1, "link", "add", "ul0", "type", "veth", "peer", "name", "ul0", "netns", &m2,
+        ])
+        .unwrap();
+        for (m, a) in [(&m1, "192.0.2.1/24"), (&m2, "192.0.2.2/24")] {
+            ip(&["-n", m, "addr", "add", a, "dev", "ul0"]).unwrap();
+            ip(&["-n", m, "link", "set", "ul0", "up"]).unwrap();
+        }
+        let whole = LabSpec::new(&prefix)
+            .node("a", NodeKind::Host)
+            .node("b", NodeKind::Host)
+            .link("a", "198.18.9.1/24", "b", "198.18.9.2/24");
+        let part = |me: &str, ns: &str, local: Ipv4Addr, remote: Ipv4Addr| {
+            let mut s = whole.clone();
+            s.part = Some(LabPart {
+                machine: ns.into(),
+                local: [me.to_string()].into(),
+                underlay_netns: Some(ns.into()),
+                tunnels: [(
+                    0,
+                    Tunnel {
+                        vni: 4242,
+                        local,
+                        remote,
+                        dev: None,
+                        dstport: 4789,
+                    },
+                )]
+                .into(),
+            });
+            s
+        };
+        let (u1, u2) = (Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2));
+        let la = Lab::up(&part("a", &m1, u1, u2)).unwrap();
+        let lb = Lab::up(&part("b", &m2, u2, u1)).unwrap();
+        assert_eq!(ours(&prefix).len(), 2);
+        assert!(la.netns("b").is_none(), "b is on the other machine");
+        let t = &la.tunnels()[0];
+        assert_eq!(
+            (t.vni, t.dev.as_str(), t.underlay_mtu, t.mtu),
+            (4242, "ul0", 1500, 1450)
+        );
+        assert_eq!(la.ports("a")[0].mtu, 1450);
+        let out = la.exec("a", &["ip", "-d", "-o", "link", "show", "a-b"]).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("vxlan id 4242") && text.contains("mtu 1450"),
+            "{text}"
+        );
+        let rx = netns::run_in(&lb.netns("b").unwrap(), || {
+            std::net::UdpSocket::bind("198.18.9.2:9000")
+        })
+        .unwrap()
+        .unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+            .unwrap();
+        let tx = netns::run_in(&la.netns("a").unwrap(), || std::net::UdpSocket::bind("0.0.0.0:0"))
+            .unwrap()
+            .unwrap();
+        let mut buf = [0u8; 64];
+        // The first datagram may wait for ARP across the tunnel.
+        tx.send_to(b"over vxlan", "198.18.9.2:9000").unwrap();
+        let (n, from) = rx.recv_from(&mut buf).unwrap();
+        assert_eq!(
+            (&buf[..n], from.ip()),
+            (&b"over vxlan"[..], std::net::IpAddr::from([198, 18, 9, 1]))
+        );
+        // A second lab wanting the same VNI on this machine is refused
+        // with the hint, and leaves nothing behind.
+        let other = test_prefix();
+        let _g2 = PrefixGuard(other.clone());
+        let mut clash = part("a", &m1, u1, u2);
+        clash.prefix = other.clone();
+        let e = Lab::up(&clash).unwrap_err().to_string();
+        assert!(e.contains("VNI collision") && e.contains("vni_base"), "{e}");
+        assert!(ours(&other).is_empty());
+        la.down().unwrap();
+        lb.down().unwrap();
+        assert!(ours(&prefix).is_empty());
+        for m in [&m1, &m2] {
+            let left = ip(&["-n", m, "-o", "link", "show", "type", "vxlan"]).unwrap();
+            assert!(left.trim().is_empty(), "{m}: {left}");
+        }
     }
 
     /// Helper run as a child process by `signal_removes_labs`.

@@ -27,6 +27,20 @@
 //! ([`BuildOpts::flow_src`]); routes depend on the destination only, so
 //! nothing else changes. The router sees both namespaces behind one port,
 //! as it would see two hosts on a switch.
+//!
+//! **Labs split across machines** ([`LiveOptions::placement`], a placement
+//! file of [`crate::placement`]): each machine builds only its nodes'
+//! namespaces (a split host's sender goes with its host), links that cross
+//! machines become VXLAN tunnels ([`crate::lab`]), and it runs only its own
+//! qosnet nodes, the generators of flows whose source is here and the
+//! sinks of flows whose sink is here. Its results list every flow, but
+//! fill in only what was measured here — `extra.placement.flows` says,
+//! per flow, `source`, `sink` or `both` — so each machine's results.json is
+//! honest on its own, and [`crate::placement::merge`] (`qosnet lab merge`)
+//! joins them: sent from the source's machine, the rest from the sink's.
+//! All machines must start traffic at the same instant
+//! ([`LiveOptions::start_at`]); one-way delays across machines are only as
+//! good as the machines' clock synchronisation (PTP or NTP).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -46,6 +60,7 @@ use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
 use crate::lab::{ip, Ipv4Net, Lab, LabError, LabLink, LabNode, LabSpec, NodeKind};
 use crate::netns;
 use crate::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
+use crate::placement::{Placement, MEASURED_BOTH, MEASURED_SINK, MEASURED_SOURCE};
 use crate::traffic::{self, GenConfig, GenReport, Sink, SinkCounters};
 
 /// Suffix of the sender namespace of a host whose flows loop back to it.
@@ -218,7 +233,7 @@ pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, 
 /// Set up what [`Lab::up`] does not: the bridges and addresses of split
 /// hosts.
 pub fn post_up(lab: &Lab, layout: &LiveLayout) -> Result<(), LabError> {
-    for s in &layout.splits {
+    for s in layout.splits.iter().filter(|s| lab.spec().is_local(&s.host)) {
         let ns = lab.spec().netns_name(&s.host);
         let sns = lab.spec().netns_name(&s.sender);
         let ports: Vec<String> = lab.ports(&s.host).iter().map(|p| p.ifname.clone()).collect();
@@ -268,7 +283,7 @@ pub fn open_nodes(
     let mut hosts = Vec::new();
     let mut index = Vec::new();
     for (i, n) in sc.nodes.iter().enumerate() {
-        if !hosted_here(sc, i) {
+        if !hosted_here(sc, i) || !lab.spec().is_local(&n.name) {
             continue;
         }
         let mut places = Vec::new();
@@ -333,6 +348,41 @@ pub struct LiveOptions {
     pub processes: Option<NodeProcesses>,
     /// Publish the routers' metrics snapshots here (`lab run/up --metrics`).
     pub metrics: Option<Arc<crate::metrics::MetricsHub>>,
+    /// Build and run only one machine's part of a lab split across
+    /// machines.
+    pub placement: Option<PlacedOn>,
+    /// When traffic starts (`lab run`); `None`: a whole second about 3 s
+    /// after the lab is built, or with a placement the next whole
+    /// 10 seconds at least 5 s away (so machines started a few seconds
+    /// apart agree; give every machine the same `--start-at` to be sure).
+    pub start_at: Option<Instant>,
+}
+
+/// A placement and the machine this process plays.
+#[derive(Clone, Debug)]
+pub struct PlacedOn {
+    pub placement: Placement,
+    pub machine: String,
+}
+
+impl PlacedOn {
+    /// Restrict `layout` to this machine's part: check the placement
+    /// against the scenario, then tunnels for the crossing links.
+    pub fn apply(&self, sc: &Scenario, layout: &mut LiveLayout) -> Result<(), String> {
+        let names: Vec<&str> = sc.nodes.iter().map(|n| n.name.as_str()).collect();
+        self.placement.check(&names)?;
+        let senders: BTreeMap<String, String> = layout
+            .splits
+            .iter()
+            .map(|s| (s.sender.clone(), s.host.clone()))
+            .collect();
+        let owner = |n: &str| senders.get(n).cloned().unwrap_or_else(|| n.to_string());
+        let part = self
+            .placement
+            .part(&layout.spec, &self.machine, &sc.name, owner)?;
+        layout.spec.part = Some(part);
+        layout.spec.validate().map_err(|e| e.to_string())
+    }
 }
 
 /// How to start one process per node: the `qosnet` binary and the
@@ -361,6 +411,8 @@ impl Default for LiveOptions {
             emulate_wire: true,
             processes: None,
             metrics: None,
+            placement: None,
+            start_at: None,
         }
     }
 }
@@ -416,7 +468,10 @@ impl LiveLab {
         until: Option<Instant>,
     ) -> Result<LiveLab, String> {
         let net = Network::build(sc)?;
-        let layout = layout(sc, &net, &opts.prefix)?;
+        let mut layout = layout(sc, &net, &opts.prefix)?;
+        if let Some(p) = &opts.placement {
+            p.apply(sc, &mut layout)?;
+        }
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
         if let Some(np) = &opts.processes {
@@ -586,7 +641,7 @@ fn spawn_nodes(
     };
     let mut index = Vec::new();
     for (i, n) in sc.nodes.iter().enumerate() {
-        if !hosted_here(sc, i) {
+        if !hosted_here(sc, i) || !lab.spec().is_local(&n.name) {
             continue;
         }
         let mut cfg = toml::Table::new();
@@ -791,7 +846,19 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Start of traffic: a whole UTC second, at least 1.5 s away, so the lab,
     // the routers and ARP are ready.
     let sec = 1_000_000_000;
-    let t0 = Instant((clock::now().0 / sec + 3) * sec);
+    let now = clock::now();
+    let t0 = match (opts.start_at, &opts.placement) {
+        (Some(t), _) => t,
+        (None, None) => Instant((now.0 / sec + 3) * sec),
+        (None, Some(_)) => Instant(((now.0 + 5 * sec) / (10 * sec) + 1) * 10 * sec),
+    };
+    if t0 < now + Duration::from_millis(1500) {
+        return Err(format!(
+            "start time {} s (UTC) is less than 1.5 s away (now {:.1}): the lab would not be ready",
+            t0.as_nanos() / sec,
+            now.as_nanos() as f64 / 1e9
+        ));
+    }
     let end = t0 + sc.duration;
     let drain = sc.drain.max(Duration::from_millis(100));
     say(&format!("building lab {}-* ...", opts.prefix));
@@ -805,7 +872,11 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     let net = live.net.clone();
     // Warm-up datagrams: hosts resolve their gateways.
     std::thread::sleep(std::time::Duration::from_millis(50));
+    let here = |node: &str| live.layout.spec.is_local(node);
     for (fi, (node, src)) in live.layout.flow_src.iter().enumerate() {
+        if !here(node) {
+            continue;
+        }
         let f = &sc.flows[fi];
         // The first hop: the link's router, the domain's gateway, or the
         // destination itself on a shared domain.
@@ -822,7 +893,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         };
         warm_arp(live.lab(), node, *src, gw)?;
     }
-    for s in &live.layout.splits {
+    for s in live.layout.splits.iter().filter(|s| here(&s.host)) {
         let hip: Ipv4Addr = s
             .host_addr
             .split('/')
@@ -834,7 +905,12 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     }
 
     // Sinks: one per (destination host, port).
-    let mut sink_keys: Vec<(usize, u16)> = sc.flows.iter().map(|f| (f.to, f.dport)).collect();
+    let mut sink_keys: Vec<(usize, u16)> = sc
+        .flows
+        .iter()
+        .filter(|f| here(&sc.nodes[f.to].name))
+        .map(|f| (f.to, f.dport))
+        .collect();
     sink_keys.sort();
     sink_keys.dedup();
     let mut sink_threads = Vec::new();
@@ -854,14 +930,19 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Generators, each on a thread inside its namespace.
     let mut gen_threads = Vec::new();
     for (fi, (node, src)) in live.layout.flow_src.iter().enumerate() {
+        if !here(node) {
+            // Measured on the machine of its source.
+            gen_threads.push(None);
+            continue;
+        }
         let ns = live.lab().netns(node).ok_or("no generator namespace")?;
         let cfg = gen_config(sc, fi, &net, *src, t0);
         let stop = stop.clone();
-        gen_threads.push(std::thread::spawn(move || {
+        gen_threads.push(Some(std::thread::spawn(move || {
             netns::run_in(&ns, || traffic::run_gen(&cfg, &stop))
                 .and_then(|r| r)
                 .map_err(|e| e.to_string())
-        }));
+        })));
     }
     say(&format!(
         "traffic from {} for {} s (+{} drain), {} flows",
@@ -870,11 +951,13 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         drain,
         sc.flows.len()
     ));
-    let gens: Vec<Result<GenReport, String>> = gen_threads
+    let gens: Vec<Option<Result<GenReport, String>>> = gen_threads
         .into_iter()
         .map(|t| {
-            t.join()
-                .unwrap_or_else(|_| Err("generator thread panicked".into()))
+            t.map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("generator thread panicked".into()))
+            })
         })
         .collect();
     let mut flows_stats: SinkFlows = BTreeMap::new();
@@ -892,7 +975,10 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         driver: dr,
         missing,
     } = live.stop_reports()?;
-    let gens: Vec<GenReport> = gens.into_iter().collect::<Result<_, _>>()?;
+    let gens: Vec<Option<GenReport>> = gens
+        .into_iter()
+        .map(|g| g.transpose())
+        .collect::<Result<_, _>>()?;
     let interrupted = stop.load(Ordering::Relaxed);
     let mut results = results(
         sc,
@@ -908,6 +994,11 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     if !missing.is_empty() {
         let names: Vec<&str> = missing.iter().map(|&i| sc.nodes[i].name.as_str()).collect();
         results.extra.insert("nodes_without_report".into(), js(&names));
+    }
+    if let Some(p) = &opts.placement {
+        results
+            .extra
+            .insert("placement".into(), placement_extra(sc, &live, p, t0));
     }
     let buckets = sc
         .flows
@@ -941,7 +1032,7 @@ fn results(
     layout: &LiveLayout,
     reports: &[(usize, NodeReport)],
     dr: &DriverReport,
-    gens: &[GenReport],
+    gens: &[Option<GenReport>],
     flows: &SinkFlows,
     sinks: &[SinkCounters],
     noise: Option<clock::TimerNoise>,
@@ -952,7 +1043,8 @@ fn results(
         .iter()
         .enumerate()
         .map(|(fi, f)| {
-            let sent = gens.get(fi).map_or(0, |g| g.sent_measured);
+            let gen = gens.get(fi).and_then(|g| g.as_ref());
+            let sent = gen.map_or(0, |g| g.sent_measured);
             let mut fr = FlowResult {
                 name: f.name.clone(),
                 sent,
@@ -973,6 +1065,10 @@ fn results(
                 };
                 fr.jitter_ns = r.jitter_ns;
                 fr.throughput_bps = r.received_ip_bytes as f64 * 8.0 / interval;
+            }
+            if !layout.spec.is_local(&sc.nodes[f.to].name) {
+                // The sink is on another machine: nothing is known lost here.
+                fr.lost = 0;
             }
             fr
         })
@@ -1069,17 +1165,14 @@ fn results(
         });
     }
     for (i, n) in sc.nodes.iter().enumerate() {
-        if !n.is_host() {
+        if !n.is_host() || !layout.spec.is_local(&n.name) {
             continue;
         }
         let mut counters = BTreeMap::new();
         let from: Vec<usize> = (0..sc.flows.len()).filter(|&fi| sc.flows[fi].from == i).collect();
-        let sent: u64 = from.iter().filter_map(|&fi| gens.get(fi)).map(|g| g.sent).sum();
-        let errs: u64 = from
-            .iter()
-            .filter_map(|&fi| gens.get(fi))
-            .map(|g| g.send_errors)
-            .sum();
+        let gen = |fi: usize| gens.get(fi).and_then(|g| g.as_ref());
+        let sent: u64 = from.iter().filter_map(|&fi| gen(fi)).map(|g| g.sent).sum();
+        let errs: u64 = from.iter().filter_map(|&fi| gen(fi)).map(|g| g.send_errors).sum();
         counters.insert("sent".into(), sent);
         counters.insert("send_errors".into(), errs);
         nodes.push(NodeResult {
@@ -1109,7 +1202,7 @@ fn results(
         .flows
         .iter()
         .zip(gens)
-        .map(|(f, g)| (f.name.clone(), g.lateness))
+        .filter_map(|(f, g)| g.as_ref().map(|g| (f.name.clone(), g.lateness)))
         .collect();
     extra.insert("generator_lateness".into(), js(&gl));
     if let Some(n) = noise {
@@ -1143,6 +1236,39 @@ fn results(
         },
         extra,
     }
+}
+
+/// `extra.placement` of one machine's results: the machine, its nodes, its
+/// tunnels, the common start of traffic, and per flow what was measured
+/// here (flows that neither start nor end here are left out).
+fn placement_extra(sc: &Scenario, live: &LiveLab, p: &PlacedOn, t0: Instant) -> serde_json::Value {
+    let spec = &live.layout.spec;
+    let mut flows = BTreeMap::new();
+    for (fi, f) in sc.flows.iter().enumerate() {
+        let src = spec.is_local(&live.layout.flow_src[fi].0);
+        let dst = spec.is_local(&sc.nodes[f.to].name);
+        let role = match (src, dst) {
+            (true, true) => MEASURED_BOTH,
+            (true, false) => MEASURED_SOURCE,
+            (false, true) => MEASURED_SINK,
+            (false, false) => continue,
+        };
+        flows.insert(f.name.clone(), role);
+    }
+    let nodes: Vec<&str> = sc
+        .nodes
+        .iter()
+        .map(|n| n.name.as_str())
+        .filter(|n| spec.is_local(n))
+        .collect();
+    serde_json::json!({
+        "file": p.placement.path,
+        "machine": p.machine,
+        "nodes": nodes,
+        "tunnels": live.lab().tunnels(),
+        "start_unix_ns": t0.as_nanos(),
+        "flows": flows,
+    })
 }
 
 fn js<T: Serialize>(v: &T) -> serde_json::Value {

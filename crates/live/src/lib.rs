@@ -22,6 +22,7 @@ pub mod labtools;
 pub mod metrics;
 pub mod netns;
 pub mod node;
+pub mod placement;
 pub mod tap;
 pub mod traffic;
 

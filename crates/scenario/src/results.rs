@@ -1,10 +1,11 @@
 //! The result schema shared by `qosnet sim` and live runs, so their runs
 //! compare side by side (docs/results.md documents every field).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Serialize, Default, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default, PartialEq)]
+#[serde(default)]
 pub struct DelayStats {
     pub min: u64,
     pub mean: f64,
@@ -14,7 +15,8 @@ pub struct DelayStats {
     pub max: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct FlowResult {
     pub name: String,
     pub sent: u64,
@@ -33,7 +35,8 @@ pub struct FlowResult {
     pub tos_received: BTreeMap<String, u64>,
 }
 
-#[derive(Clone, Debug, Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct LinkResult {
     /// Directed channel name, `FROM->TO`.
     pub name: String,
@@ -56,7 +59,8 @@ pub struct LinkResult {
     pub counters: BTreeMap<String, u64>,
 }
 
-#[derive(Clone, Debug, Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct NodeResult {
     pub name: String,
     pub counters: BTreeMap<String, u64>,
@@ -83,7 +87,8 @@ pub fn detail_json(d: &qosnet_core::node::Detail) -> serde_json::Value {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct EngineResult {
     pub events: u64,
     pub wall_s: f64,
@@ -93,7 +98,8 @@ pub struct EngineResult {
     pub peak_event_queue: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Results {
     pub scenario: String,
     pub source: String,

@@ -31,7 +31,7 @@ fn toml_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.retain(|p| {
         let n = p.to_string_lossy();
-        n.ends_with(".toml") && !n.ends_with(".router.toml")
+        n.ends_with(".toml") && !n.ends_with(".router.toml") && !n.ends_with(".placement.toml")
     });
     v.sort();
     v

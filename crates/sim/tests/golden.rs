@@ -36,8 +36,13 @@ fn scenarios() -> Vec<PathBuf> {
             let p = e.path();
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             // Router configs for `qosnet router` and sweep manifests for
-            // `qosnet sweep` are not scenarios.
-            if name.ends_with(".toml") && !name.ends_with(".router.toml") && !name.ends_with(".sweep.toml") {
+            // `qosnet sweep` and placement files for `lab run --placement`
+            // are not scenarios.
+            if name.ends_with(".toml")
+                && !name.ends_with(".router.toml")
+                && !name.ends_with(".sweep.toml")
+                && !name.ends_with(".placement.toml")
+            {
                 v.push(p);
             }
         }

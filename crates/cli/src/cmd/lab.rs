@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use qosnet_experiments::report::{self, lateness_line};
 use qosnet_live::lab;
 use qosnet_live::labrun::{self, LiveLab, LiveOptions, NodeProcesses};
+use qosnet_live::placement::Placement;
 
 use super::print_driver;
 use crate::args::{need_root, signals, DriverArgs, MetricsArgs, PrefixArgs, ScenarioArgs};
@@ -23,8 +24,13 @@ pub enum LabCmd {
     Up(LabUpArgs),
     /// Run a command inside a node's namespace of a running lab.
     Exec(LabExecArgs),
-    /// Remove every namespace of a lab prefix (leftovers of a crashed run).
-    Down(PrefixArgs),
+    /// Remove every namespace of a lab prefix (leftovers of a crashed run);
+    /// with --placement and --machine, only that machine's nodes'.
+    Down(LabDownArgs),
+    /// Join the results.json files the machines of a split lab wrote
+    /// (`lab run --placement`) into one: sent from each flow's source
+    /// machine, received, delay and jitter from its sink's.
+    Merge(LabMergeArgs),
     /// Write the scenario as a lab for another tool: a containerlab
     /// topology whose nodes run `qosnet node` (no root needed).
     Export(LabExportArgs),
@@ -54,6 +60,60 @@ pub struct LabExportArgs {
     pub metrics: String,
 }
 
+/// One machine's part of a lab split across machines.
+#[derive(Args, Clone, Debug)]
+pub struct PlacementArgs {
+    /// Placement file (TOML): which machine runs which nodes, and each
+    /// machine's underlay address; links between machines become VXLAN
+    /// tunnels (docs/live.md, "Labs across machines").
+    #[arg(long, value_name = "FILE", requires = "machine")]
+    pub placement: Option<PathBuf>,
+    /// The machine of the placement file this command plays.
+    #[arg(long, value_name = "NAME", requires = "placement")]
+    pub machine: Option<String>,
+}
+
+impl PlacementArgs {
+    /// The placement and machine, checked against the scenario's nodes
+    /// when there is one (before anything needs root).
+    fn load(&self, sc: Option<&qosnet_scenario::Scenario>) -> Result<Option<labrun::PlacedOn>> {
+        let (Some(f), Some(m)) = (&self.placement, &self.machine) else {
+            return Ok(None);
+        };
+        let placement = Placement::load(f).map_err(|e| anyhow!(e))?;
+        placement.machine(m).map_err(|e| anyhow!(e))?;
+        if let Some(sc) = sc {
+            let names: Vec<&str> = sc.nodes.iter().map(|n| n.name.as_str()).collect();
+            placement.check(&names).map_err(|e| anyhow!(e))?;
+        }
+        Ok(Some(labrun::PlacedOn {
+            placement,
+            machine: m.clone(),
+        }))
+    }
+}
+
+#[derive(Args)]
+pub struct LabDownArgs {
+    #[command(flatten)]
+    pub prefix: PrefixArgs,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+}
+
+#[derive(Args)]
+pub struct LabMergeArgs {
+    /// The results.json of every machine (`lab run --placement ... --out DIR`).
+    #[arg(required = true, num_args = 2..)]
+    pub parts: Vec<PathBuf>,
+    /// Write the merged results.json here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print the merged results.json to standard output instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Args)]
 pub struct LabRunArgs {
     #[command(flatten)]
@@ -74,6 +134,14 @@ pub struct LabRunArgs {
     pub processes: bool,
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// Start traffic at this UTC time, in seconds since 1970 (give every
+    /// machine of a split lab the same, e.g. `$(( $(date +%s) + 30 ))`
+    /// computed once); default: about 3 s after the lab is up, or with
+    /// --placement the next whole 10 s at least 5 s away.
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    pub start_at: Option<u64>,
 }
 
 #[derive(Args)]
@@ -90,6 +158,8 @@ pub struct LabUpArgs {
     pub processes: bool,
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
 }
 
 #[derive(Args)]
@@ -109,11 +179,19 @@ pub fn run(c: LabCmd) -> Result<()> {
         LabCmd::Up(a) => lab_up(a),
         LabCmd::Exec(a) => lab_exec(a),
         LabCmd::Export(a) => lab_export(a),
+        LabCmd::Merge(a) => lab_merge(a),
         LabCmd::Down(a) => {
             need_root("qosnet lab down")?;
-            let removed = lab::cleanup(&a.prefix).map_err(|e| anyhow!("{e}"))?;
+            let prefix = &a.prefix.prefix;
+            let removed = match a.placement.load(None)? {
+                Some(p) => {
+                    let m = p.placement.machine(&p.machine).map_err(|e| anyhow!(e))?;
+                    lab::cleanup_nodes(prefix, &m.nodes).map_err(|e| anyhow!("{e}"))?
+                }
+                None => lab::cleanup(prefix).map_err(|e| anyhow!("{e}"))?,
+            };
             if removed.is_empty() {
-                outln!("no namespaces named {}-* found", a.prefix);
+                outln!("no namespaces of lab {prefix} found");
             } else {
                 outln!("removed {}", removed.join(" "));
             }
@@ -125,6 +203,7 @@ pub fn run(c: LabCmd) -> Result<()> {
 fn lab_run(a: LabRunArgs) -> Result<()> {
     let sc = a.sc.load()?;
     let paper = sc.paper.clone();
+    let placement = a.placement.load(Some(&sc))?;
     need_root("a live run")?;
     if let Some(dir) = &a.out {
         report::check_out_dir(dir)?;
@@ -136,6 +215,10 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
         ..LiveOptions::default()
     };
     a.driver.apply(&mut o)?;
+    o.placement = placement;
+    o.start_at = a
+        .start_at
+        .map(|s| qosnet_core::time::Instant(s.saturating_mul(1_000_000_000)));
     // Served (in the root namespace) until this command returns.
     let _metrics = a.metrics.start()?;
     o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
@@ -178,14 +261,16 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
 }
 
 fn lab_up(a: LabUpArgs) -> Result<()> {
-    need_root("qosnet lab up")?;
     let sc = a.sc.load()?;
+    let placement = a.placement.load(Some(&sc))?;
+    need_root("qosnet lab up")?;
     let stop = signals()?;
     let mut o = LiveOptions {
         prefix: a.prefix.prefix.clone(),
         ..LiveOptions::default()
     };
     a.driver.apply(&mut o)?;
+    o.placement = placement;
     // Served (in the root namespace) until this command returns.
     let _metrics = a.metrics.start()?;
     o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
@@ -201,7 +286,7 @@ fn lab_up(a: LabUpArgs) -> Result<()> {
         "lab {} is up; qosnet routers are running. Ctrl-C removes it.",
         o.prefix
     );
-    for n in &l.spec().nodes {
+    for n in l.spec().nodes.iter().filter(|n| l.spec().is_local(&n.name)) {
         let addrs: Vec<String> = l
             .ports(&n.name)
             .iter()
@@ -219,7 +304,21 @@ fn lab_up(a: LabUpArgs) -> Result<()> {
             addrs.join(", ")
         );
     }
-    for s in &live.layout.splits {
+    for t in l.tunnels() {
+        outln!(
+            "  {}:{} is VXLAN {} to {} over {} ({} -> {}:{}), MTU {}",
+            t.node,
+            t.ifname,
+            t.vni,
+            t.peer_node,
+            t.dev,
+            t.local,
+            t.remote,
+            t.dstport,
+            t.mtu
+        );
+    }
+    for s in live.layout.splits.iter().filter(|s| l.spec().is_local(&s.host)) {
         outln!(
             "  {} receives on br0 {}; its flows are sent from {} ({})",
             s.host,
@@ -228,7 +327,11 @@ fn lab_up(a: LabUpArgs) -> Result<()> {
             s.sender_addr
         );
     }
-    if let Some(f) = sc.flows.first() {
+    let local_flow = sc
+        .flows
+        .iter()
+        .find(|f| l.spec().is_local(&sc.nodes[f.from].name));
+    if let Some(f) = local_flow {
         let p = if o.prefix == lab::DEFAULT_PREFIX {
             String::new()
         } else {
@@ -319,6 +422,40 @@ fn lab_export(a: LabExportArgs) -> Result<()> {
         outln!("wrote {}", f.display());
     }
     outln!("deploy: sudo containerlab deploy -t {}", a.containerlab.display());
+    Ok(())
+}
+
+fn lab_merge(a: LabMergeArgs) -> Result<()> {
+    let mut parts = Vec::new();
+    for p in &a.parts {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let r: qosnet_scenario::results::Results =
+            serde_json::from_str(&text).with_context(|| format!("{}: not a results.json", p.display()))?;
+        parts.push(r);
+    }
+    let r = qosnet_live::placement::merge(&parts).map_err(|e| anyhow!(e))?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        outln!(
+            "scenario {} ({}), live on {} machines, {} s, warm-up {} s",
+            r.scenario,
+            r.source,
+            parts.len(),
+            r.duration_s,
+            r.warmup_s
+        );
+        out!("{}", report::flow_table(&r, None));
+        outln!();
+        out!("{}", report::link_table(&r));
+    }
+    if let Some(f) = &a.out {
+        std::fs::write(f, serde_json::to_string_pretty(&r)?)
+            .with_context(|| format!("writing {}", f.display()))?;
+        if !a.json {
+            outln!("wrote {}", f.display());
+        }
+    }
     Ok(())
 }
 
