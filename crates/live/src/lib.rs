@@ -22,7 +22,9 @@ pub mod labtools;
 pub mod metrics;
 pub mod netns;
 pub mod node;
+pub mod rt;
 pub mod tap;
+pub mod tester;
 pub mod traffic;
 
 #[cfg(test)]
