@@ -505,25 +505,26 @@ impl LiveLab {
         marks: Vec<Instant>,
         until: Option<Instant>,
     ) -> Result<LiveLab, String> {
-        Self::start_timed(sc, opts, stop, move || (marks, until))
+        Self::start_timed(sc, opts, stop, move |_| (marks, until))
     }
 
     /// [`start`](Self::start) with the marks and the end chosen by `times`
-    /// once the lab is up, just before the nodes start: a run whose
+    /// once the lab is up, just before the nodes start (`times` may open
+    /// its own sockets on the lab first): a run whose
     /// traffic starts at a fixed time cannot then find the lab still being
     /// built (under load that takes seconds).
     pub fn start_timed(
         sc: &Scenario,
         opts: &LiveOptions,
         stop: Arc<AtomicBool>,
-        times: impl FnOnce() -> (Vec<Instant>, Option<Instant>),
+        times: impl FnOnce(&Lab) -> (Vec<Instant>, Option<Instant>),
     ) -> Result<LiveLab, String> {
         let net = Network::build(sc)?;
         let layout = layout_for(sc, &net, &opts.prefix, opts.traffic)?;
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
         if let Some(np) = &opts.processes {
-            let (marks, until) = times();
+            let (marks, until) = times(&lab);
             if opts.metrics.is_some() {
                 return Err("--metrics serves the routers of this process; with --processes each node is its own process: give each `qosnet node` its own --metrics".into());
             }
@@ -539,7 +540,7 @@ impl LiveLab {
             });
         }
         let (hosts, index) = open_nodes(sc, &net, &lab, &layout.build_opts(), opts)?;
-        let (marks, until) = times();
+        let (marks, until) = times(&lab);
         let mut driver = Driver::new(hosts, opts.driver);
         driver.set_marks(marks);
         if let Some(hub) = &opts.metrics {
@@ -938,7 +939,14 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Start of traffic: a whole UTC second at least 1.5 s after the lab is
     // up and its nodes open, so the routers and ARP are ready.
     let t0_cell = std::cell::Cell::new(Instant::ZERO);
-    let mut live = LiveLab::start_timed(sc, opts, stop.clone(), || {
+    // The tester's ports open before t0 is chosen: under load, opening and
+    // locking five receive rings took seconds, and a tester that starts
+    // after t0 sends its backlog at once (seen: every packet 1.2 s late).
+    let tester_ports = std::cell::RefCell::new(None);
+    let mut live = LiveLab::start_timed(sc, opts, stop.clone(), |lab| {
+        if opts.traffic == TrafficSource::Tester {
+            *tester_ports.borrow_mut() = Some(open_tester_ports(sc, lab));
+        }
         let sec = 1_000_000_000;
         let t0 = Instant(((clock::now() + Duration::from_millis(1500)).0 / sec + 1) * sec);
         t0_cell.set(t0);
@@ -956,7 +964,19 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             (g, f, c, None)
         }
         TrafficSource::Tester => {
-            let (g, f, t) = tester_traffic(sc, &live, t0, drain, (tester_cpu, tester_fifo), &stop, &say)?;
+            let (hosts, ports) = tester_ports
+                .into_inner()
+                .ok_or("tester ports were not opened")??;
+            let (g, f, t) = tester_traffic(
+                sc,
+                &live,
+                (hosts, ports),
+                t0,
+                drain,
+                (tester_cpu, tester_fifo),
+                &stop,
+                &say,
+            )?;
             (g, f, Vec::new(), Some(t))
         }
     };
@@ -1135,28 +1155,18 @@ fn kernel_traffic(
     Ok((gens, flows_stats, sink_counters))
 }
 
-/// The tester sends and receives the flows ([`crate::tester`]): it opens
-/// each driven host's interface, announces the hosts to their routers and
-/// runs on its own thread until the end of the drain.
-#[allow(clippy::type_complexity)]
-fn tester_traffic(
-    sc: &Scenario,
-    live: &LiveLab,
-    t0: Instant,
-    drain: Duration,
-    (cpu, fifo): (Option<usize>, Option<i32>),
-    stop: &Arc<AtomicBool>,
-    say: &dyn Fn(&str),
-) -> Result<(Vec<GenReport>, SinkFlows, crate::tester::TesterReport), String> {
-    use crate::tester::{FlowSpec, PortSpec, Tester, TesterConfig};
-    let net = &live.net;
-    let hosts = tester_hosts(sc, net)?;
+/// The hosts a tester drives and its ports on their interfaces.
+type TesterPorts = (Vec<usize>, Vec<(crate::tester::PortSpec, AfPacket)>);
+
+/// Open the tester's AF_PACKET port on each driven host's interface.
+fn open_tester_ports(sc: &Scenario, lab: &Lab) -> Result<TesterPorts, String> {
+    let net = Network::build(sc)?;
+    let hosts = tester_hosts(sc, &net)?;
     let mut ports = Vec::new();
     for &h in &hosts {
         let name = &sc.nodes[h].name;
         let f = &net.nodes[h].ifaces[0];
-        let lp = live
-            .lab()
+        let lp = lab
             .ports(name)
             .first()
             .cloned()
@@ -1169,7 +1179,7 @@ fn tester_traffic(
         let dev = AfPacket::open_in(&lp.netns, &lp.ifname, &cfg)
             .map_err(|e| format!("tester port {} in {}: {e}", lp.ifname, lp.netns))?;
         ports.push((
-            PortSpec {
+            crate::tester::PortSpec {
                 host: name.clone(),
                 ip: f.ip,
                 mac: f.mac,
@@ -1179,6 +1189,25 @@ fn tester_traffic(
             dev,
         ));
     }
+    Ok((hosts, ports))
+}
+
+/// The tester sends and receives the flows ([`crate::tester`]) on ports
+/// opened by [`open_tester_ports`]: it announces the hosts to their
+/// routers and runs on its own thread until the end of the drain.
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+fn tester_traffic(
+    sc: &Scenario,
+    live: &LiveLab,
+    (hosts, ports): TesterPorts,
+    t0: Instant,
+    drain: Duration,
+    (cpu, fifo): (Option<usize>, Option<i32>),
+    stop: &Arc<AtomicBool>,
+    say: &dyn Fn(&str),
+) -> Result<(Vec<GenReport>, SinkFlows, crate::tester::TesterReport), String> {
+    use crate::tester::{FlowSpec, Tester, TesterConfig};
+    let net = &live.net;
     let flows = sc
         .flows
         .iter()

@@ -394,15 +394,16 @@ impl<D: Device> Tester<D> {
             .map(|i| Reverse((self.due(i), i)))
             .collect();
         let max_sleep = Duration::from_millis(5);
+        let drain = self.cfg.until.saturating_since(self.cfg.window.1);
+        let mut last_send = self.cfg.t0;
         loop {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
             let now = clock.now();
-            if now >= self.cfg.until {
-                break;
-            }
-            // Everything due goes now, earliest first.
+            // Everything due goes now, earliest first (also after a stall
+            // past `until`: every scheduled packet is sent, late if need
+            // be, and counted).
             let mut sent = false;
             while let Some(&Reverse((at, i))) = heap.peek() {
                 if at > now {
@@ -415,12 +416,16 @@ impl<D: Device> Tester<D> {
                     std::hint::spin_loop();
                 }
                 self.send(i, at, &clock);
+                last_send = clock.now();
                 sent = true;
                 if self.active(i) {
                     heap.push(Reverse((self.due(i), i)));
                 }
             }
             self.drain();
+            if clock.now() >= self.cfg.until {
+                break;
+            }
             if sent {
                 continue;
             }
@@ -432,6 +437,12 @@ impl<D: Device> Tester<D> {
             } else {
                 std::hint::spin_loop();
             }
+        }
+        // Packets sent late (a stall near the end) get their drain time too.
+        let end = last_send + drain;
+        while !stop.load(Ordering::Relaxed) && clock.now() < end {
+            self.drain();
+            clock.sleep_until(clock.now() + Duration::from_millis(1));
         }
         self.drain();
         clock::set_timer_slack(old_slack);
