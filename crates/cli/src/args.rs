@@ -141,6 +141,14 @@ impl MetricsArgs {
     }
 }
 
+/// `--traffic tester|kernel|auto`: `None` for auto (the scenario decides).
+pub fn parse_traffic(s: &str) -> Result<Option<qosnet_live::labrun::TrafficSource>> {
+    if s == "auto" {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|e: String| anyhow!(e))
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration> {
     qosnet_scenario::units::parse_duration(s).map_err(|e| anyhow!("{s}: {e}"))
 }

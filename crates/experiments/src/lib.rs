@@ -214,6 +214,10 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// Namespace prefix of live labs.
     pub prefix: String,
+    /// Who sends live runs' flows; `None`: each scenario's default
+    /// ([`TrafficSource::auto`](qosnet_live::labrun::TrafficSource::auto):
+    /// the tester for TDP testbeds).
+    pub traffic: Option<qosnet_live::labrun::TrafficSource>,
 }
 
 impl Default for RunOptions {
@@ -222,6 +226,7 @@ impl Default for RunOptions {
             overrides: Overrides::default(),
             out: None,
             prefix: qosnet_live::lab::DEFAULT_PREFIX.into(),
+            traffic: None,
         }
     }
 }

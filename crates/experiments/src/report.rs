@@ -228,6 +228,28 @@ pub fn lateness_line(r: &Results) -> String {
         fmt_ns(get("timer_lateness", "max_ns")),
         get("timer_lateness", "count") as u64
     );
+    if let Some(t) = r.extra.get("tester").and_then(|t| t.get("send_lateness")) {
+        let f = |k: &str| t.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        s += &format!(
+            "\ntester send lateness: p50 {}, p99 {}, p99.9 {}, max {} over {} packets",
+            fmt_ns(f("p50_ns")),
+            fmt_ns(f("p99_ns")),
+            fmt_ns(f("p999_ns")),
+            fmt_ns(f("max_ns")),
+            f("count") as u64
+        );
+    }
+    if let Some(c) = r.extra.get("router_thread_cpu_s").and_then(|v| v.as_f64()) {
+        s += &format!(
+            "\nrouter thread CPU: {:.0} % of {:.2} s",
+            100.0 * c / r.engine.wall_s.max(1e-9),
+            r.engine.wall_s
+        );
+    }
+    if let Some(v) = r.extra.get("realtime").and_then(|v| v.as_array()) {
+        let notes: Vec<&str> = v.iter().filter_map(|x| x.as_str()).collect();
+        s += &format!("\nplacement: {}", notes.join("; "));
+    }
     if let Some(n) = r.extra.get("timer_noise").and_then(|n| n.get("wait_lateness")) {
         let f = |k: &str| n.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
         s += &format!(
@@ -235,6 +257,32 @@ pub fn lateness_line(r: &Results) -> String {
             fmt_ns(f("p50_ns")),
             fmt_ns(f("p99_ns")),
             fmt_ns(f("max_ns"))
+        );
+    }
+    s
+}
+
+/// Per-flow delay spreads of a run with a TDP section (`extra.delay_spread`):
+/// max − min (the paper's jitter), p0.1–p99.9, and the share of packets in
+/// the best 2-TF window; empty if the run has none.
+pub fn spread_table(r: &Results) -> String {
+    let Some(m) = r.extra.get("delay_spread").and_then(|v| v.as_object()) else {
+        return String::new();
+    };
+    let mut s = format!(
+        "{:<8} {:>9} {:>12} {:>14} {:>12}\n",
+        "flow", "packets", "max - min", "p0.1 - p99.9", "in 2 TFs"
+    );
+    for f in &r.flows {
+        let Some(v) = m.get(&f.name) else { continue };
+        let g = |k: &str| v.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
+        s += &format!(
+            "{:<8} {:>9} {:>12} {:>14} {:>11.2}%\n",
+            f.name,
+            g("packets") as u64,
+            fmt_ns(g("max_min_ns")),
+            fmt_ns(g("p001_p999_ns")),
+            100.0 * g("in_window")
         );
     }
     s

@@ -66,6 +66,9 @@ pub struct DriverConfig {
     /// it most of a core against ordinary threads without real-time
     /// scheduling's throttling stalls. Needs CAP_SYS_NICE for values < 0.
     pub nice: Option<i32>,
+    /// Pin the driver thread to this CPU (a live TDP run gives the routers
+    /// one core and the traffic tester another, [`crate::rt`]).
+    pub cpu: Option<usize>,
 }
 
 impl Default for DriverConfig {
@@ -77,6 +80,7 @@ impl Default for DriverConfig {
             max_sleep: Duration::from_millis(20),
             realtime: None,
             nice: None,
+            cpu: None,
         }
     }
 }
@@ -210,6 +214,14 @@ pub struct DriverReport {
     /// Kernel receive timestamp to `handle_frame`.
     pub rx_lag: LatenessSummary,
     pub ports: Vec<PortReport>,
+    /// How the driver thread was placed and scheduled (pinning,
+    /// SCHED_FIFO), or why not.
+    #[serde(default)]
+    pub sched: Vec<String>,
+    /// CPU time the driver thread used inside `run` (user + system,
+    /// CLOCK_THREAD_CPUTIME_ID): against `wall_s`, how busy it was.
+    #[serde(default)]
+    pub cpu_s: f64,
 }
 
 /// The real-time loop over a set of nodes.
@@ -220,6 +232,8 @@ pub struct Driver<D: Device> {
     lateness: Lateness,
     rx_lag: Lateness,
     stats: LoopStats,
+    sched: Vec<String>,
+    cpu: Duration,
     last_now: Instant,
     wall: Duration,
     /// Instants at which to call `on_mark` (counter snapshots).
@@ -244,6 +258,8 @@ impl<D: Device> Driver<D> {
             lateness: Lateness::new(),
             rx_lag: Lateness::new(),
             stats: LoopStats::default(),
+            sched: Vec::new(),
+            cpu: Duration::ZERO,
             last_now: Instant::ZERO,
             wall: Duration::ZERO,
             marks: Vec::new(),
@@ -467,8 +483,10 @@ impl<D: Device> Driver<D> {
         mut on_mark: impl FnMut(usize, &Self),
     ) {
         let t0 = clock::monotonic_now();
+        let cpu0 = thread_cpu_ns();
         let old_slack = clock::set_timer_slack(Duration(1));
-        let old_sched = self.cfg.realtime.and_then(set_realtime);
+        let (notes, old_sched) = crate::rt::apply("router thread", self.cfg.cpu, self.cfg.realtime);
+        self.sched = notes;
         let old_nice = self.cfg.nice.and_then(set_nice);
         let fds: Vec<_> = self
             .hosts
@@ -535,12 +553,13 @@ impl<D: Device> Driver<D> {
         }
         clock::set_timer_slack(old_slack);
         if let Some((policy, prio)) = old_sched {
-            restore_sched(policy, prio);
+            crate::rt::restore_sched(policy, prio);
         }
         if let Some(n) = old_nice {
             set_nice(n);
         }
         self.wall += clock::monotonic_now() - t0;
+        self.cpu += Duration(thread_cpu_ns().saturating_sub(cpu0));
         let now = self.now();
         self.publish_snapshot(now);
     }
@@ -565,30 +584,21 @@ impl<D: Device> Driver<D> {
             lateness: self.lateness.summary(),
             rx_lag: self.rx_lag.summary(),
             ports,
+            sched: self.sched.clone(),
+            cpu_s: self.cpu.as_secs_f64(),
         }
     }
 }
 
-/// Put the calling thread under SCHED_FIFO at `prio`; returns the old
-/// policy and priority, or `None` (and changes nothing) if not permitted.
-fn set_realtime(prio: i32) -> Option<(i32, i32)> {
-    // SAFETY: pthread_getschedparam/setschedparam on the calling thread,
-    // with pointers to live locals.
-    unsafe {
-        let me = libc::pthread_self();
-        let mut policy = 0;
-        let mut old: libc::sched_param = std::mem::zeroed();
-        if libc::pthread_getschedparam(me, &mut policy, &mut old) != 0 {
-            return None;
-        }
-        let p = libc::sched_param {
-            sched_priority: prio.clamp(1, 99),
-        };
-        if libc::pthread_setschedparam(me, libc::SCHED_FIFO, &p) != 0 {
-            return None;
-        }
-        Some((policy, old.sched_priority))
-    }
+/// CPU time of the calling thread so far, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
 }
 
 /// Set the calling thread's nice value; returns the old one.
@@ -604,12 +614,6 @@ pub(crate) fn set_nice(nice: i32) -> Option<i32> {
         }
         (libc::setpriority(libc::PRIO_PROCESS, tid, nice.clamp(-20, 19)) == 0).then_some(old)
     }
-}
-
-fn restore_sched(policy: i32, prio: i32) {
-    let p = libc::sched_param { sched_priority: prio };
-    // SAFETY: as in `set_realtime`.
-    unsafe { libc::pthread_setschedparam(libc::pthread_self(), policy, &p) };
 }
 
 #[cfg(test)]

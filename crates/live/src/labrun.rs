@@ -97,8 +97,51 @@ impl LiveLayout {
     }
 }
 
-/// Map a scenario and its network onto a lab description.
+/// Map a scenario and its network onto a lab description, for the hosts'
+/// kernel generators.
 pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, String> {
+    layout_for(sc, net, prefix, TrafficSource::Kernel)
+}
+
+/// The hosts a tester drives: every flow's source and destination. Each
+/// must sit on a point-to-point link to a qosnet node, whose port is then
+/// the host's first hop (the tester writes frames with that MAC).
+pub fn tester_hosts(sc: &Scenario, net: &Network) -> Result<Vec<usize>, String> {
+    let mut v: Vec<usize> = sc.flows.iter().flat_map(|f| [f.from, f.to]).collect();
+    v.sort();
+    v.dedup();
+    for &h in &v {
+        let n = &net.nodes[h];
+        let ok = n.ifaces.len() == 1
+            && hosted_here(sc, n.ifaces[0].peer)
+            && n.ifaces[0]
+                .domain
+                .is_none_or(|d| net.domains[d].is_point_to_point());
+        if !ok {
+            return Err(format!(
+                "host {}: the traffic tester drives hosts with one link to a router; use --traffic kernel",
+                sc.nodes[h].name
+            ));
+        }
+    }
+    Ok(v)
+}
+
+/// [`layout`] for a traffic source. With the tester, hosts are not split
+/// (the tester writes frames from a host to itself onto the wire itself)
+/// and the hosts it drives get no kernel address, so their kernels
+/// neither answer ARP (the tester does) nor send ICMP errors for the
+/// flows' datagrams.
+pub fn layout_for(
+    sc: &Scenario,
+    net: &Network,
+    prefix: &str,
+    traffic: TrafficSource,
+) -> Result<LiveLayout, String> {
+    let tested = match traffic {
+        TrafficSource::Tester => tester_hosts(sc, net)?,
+        TrafficSource::Kernel => Vec::new(),
+    };
     if let Some(n) = sc.nodes.iter().find(|n| n.is_rether()) {
         return Err(format!(
             "node {}: RETHER stations run in sim only so far (live needs one qosnet process per station on a TAP); use `qosnet sim`",
@@ -116,7 +159,7 @@ pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, 
         let mut v: Vec<usize> = sc
             .flows
             .iter()
-            .filter(|f| f.from == f.to)
+            .filter(|f| f.from == f.to && traffic == TrafficSource::Kernel)
             .map(|f| f.from)
             .collect();
         v.sort();
@@ -141,7 +184,7 @@ pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, 
     for (li, l) in sc.links.iter().enumerate() {
         let addr = |node: usize, a: Ipv4Addr| {
             // A split host's address lives on its bridge, not the veth.
-            (!looping.contains(&node)).then_some(Ipv4Net {
+            (!looping.contains(&node) && !tested.contains(&node)).then_some(Ipv4Net {
                 addr: a,
                 prefix_len: l.prefix_len,
             })
@@ -356,6 +399,12 @@ pub struct LiveOptions {
     /// 10 seconds at least 5 s away (so machines started a few seconds
     /// apart agree; give every machine the same `--start-at` to be sure).
     pub start_at: Option<Instant>,
+    /// Who sends the scenario's flows and measures them.
+    pub traffic: TrafficSource,
+    /// With the tester: pin the router thread and the tester to separate
+    /// cores, run both SCHED_FIFO and lock the process's memory
+    /// ([`crate::rt`]); each step that the machine refuses is reported.
+    pub realtime: bool,
 }
 
 /// A placement and the machine this process plays.
@@ -382,6 +431,45 @@ impl PlacedOn {
             .part(&layout.spec, &self.machine, &sc.name, owner)?;
         layout.spec.part = Some(part);
         layout.spec.validate().map_err(|e| e.to_string())
+    }
+}
+
+/// The driver's and the tester's spin margin under SCHED_FIFO.
+pub const RT_SPIN: Duration = Duration::from_micros(20);
+
+/// Who sends a live run's flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TrafficSource {
+    /// UDP generators and sinks on the hosts' kernel stacks
+    /// ([`crate::traffic`]), one thread per flow and per sink.
+    #[default]
+    Kernel,
+    /// One tester thread owning the hosts' interfaces ([`crate::tester`]):
+    /// exact send times on the CTR, kernel receive timestamps.
+    Tester,
+}
+
+impl TrafficSource {
+    /// The default for a scenario: the tester for TDP testbeds (scenarios
+    /// with a `[tdp]` section, whose time frames a late source misses, as
+    /// the paper's RouterTester drove them), the hosts' kernels otherwise.
+    pub fn auto(sc: &Scenario) -> TrafficSource {
+        if sc.tdp.is_some() {
+            TrafficSource::Tester
+        } else {
+            TrafficSource::Kernel
+        }
+    }
+}
+
+impl std::str::FromStr for TrafficSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kernel" => Ok(TrafficSource::Kernel),
+            "tester" => Ok(TrafficSource::Tester),
+            _ => Err(format!("traffic source `{s}`: use `tester` or `kernel`")),
+        }
     }
 }
 
@@ -413,6 +501,8 @@ impl Default for LiveOptions {
             metrics: None,
             placement: None,
             start_at: None,
+            traffic: TrafficSource::Kernel,
+            realtime: true,
         }
     }
 }
@@ -467,14 +557,29 @@ impl LiveLab {
         marks: Vec<Instant>,
         until: Option<Instant>,
     ) -> Result<LiveLab, String> {
+        Self::start_timed(sc, opts, stop, move |_| (marks, until))
+    }
+
+    /// [`start`](Self::start) with the marks and the end chosen by `times`
+    /// once the lab is up, just before the nodes start (`times` may open
+    /// its own sockets on the lab first): a run whose
+    /// traffic starts at a fixed time cannot then find the lab still being
+    /// built (under load that takes seconds).
+    pub fn start_timed(
+        sc: &Scenario,
+        opts: &LiveOptions,
+        stop: Arc<AtomicBool>,
+        times: impl FnOnce(&Lab) -> (Vec<Instant>, Option<Instant>),
+    ) -> Result<LiveLab, String> {
         let net = Network::build(sc)?;
-        let mut layout = layout(sc, &net, &opts.prefix)?;
+        let mut layout = layout_for(sc, &net, &opts.prefix, opts.traffic)?;
         if let Some(p) = &opts.placement {
             p.apply(sc, &mut layout)?;
         }
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
         if let Some(np) = &opts.processes {
+            let (marks, until) = times(&lab);
             if opts.metrics.is_some() {
                 return Err("--metrics serves the routers of this process; with --processes each node is its own process: give each `qosnet node` its own --metrics".into());
             }
@@ -490,6 +595,7 @@ impl LiveLab {
             });
         }
         let (hosts, index) = open_nodes(sc, &net, &lab, &layout.build_opts(), opts)?;
+        let (marks, until) = times(&lab);
         let mut driver = Driver::new(hosts, opts.driver);
         driver.set_marks(marks);
         if let Some(hub) = &opts.metrics {
@@ -773,6 +879,7 @@ impl Drop for Procs {
 /// counters, the worse lateness and receive lag.
 fn merge_driver(mut a: DriverReport, b: DriverReport) -> DriverReport {
     a.wall_s = a.wall_s.max(b.wall_s);
+    a.cpu_s += b.cpu_s;
     a.stats.iterations += b.stats.iterations;
     a.stats.sleeps += b.stats.sleeps;
     a.stats.rx_frames += b.stats.rx_frames;
@@ -843,32 +950,203 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         say("measuring this machine's timer noise (0.3 s)...");
         clock::measure_timer_noise(std::time::Duration::from_millis(300))
     });
-    // Start of traffic: a whole UTC second, at least 1.5 s away, so the lab,
-    // the routers and ARP are ready.
     let sec = 1_000_000_000;
-    let now = clock::now();
-    let t0 = match (opts.start_at, &opts.placement) {
-        (Some(t), _) => t,
-        (None, None) => Instant((now.0 / sec + 3) * sec),
-        (None, Some(_)) => Instant(((now.0 + 5 * sec) / (10 * sec) + 1) * 10 * sec),
-    };
-    if t0 < now + Duration::from_millis(1500) {
-        return Err(format!(
-            "start time {} s (UTC) is less than 1.5 s away (now {:.1}): the lab would not be ready",
-            t0.as_nanos() / sec,
-            now.as_nanos() as f64 / 1e9
-        ));
+    if opts.placement.is_some() && opts.traffic == TrafficSource::Tester {
+        return Err("the tester drives every host from one process: a lab split across machines runs with --traffic kernel".into());
     }
-    let end = t0 + sc.duration;
+    if let Some(t) = opts.start_at {
+        let now = clock::now();
+        if t < now + Duration::from_millis(1500) {
+            return Err(format!(
+                "start time {} s (UTC) is less than 1.5 s away (now {:.1}): the lab would not be ready",
+                t.as_nanos() / sec,
+                now.as_nanos() as f64 / 1e9
+            ));
+        }
+    }
     let drain = sc.drain.max(Duration::from_millis(100));
+    // With the tester: router thread and tester on cores of their own,
+    // SCHED_FIFO, memory locked (each refusal is reported, not fatal).
+    let mut rt_notes = Vec::new();
+    let mut opts_rt = opts.clone();
+    let (mut tester_cpu, mut tester_fifo) = (None, None);
+    let mut locked = false;
+    if opts.traffic == TrafficSource::Tester && opts.realtime {
+        let pl = crate::rt::placement();
+        rt_notes.extend(pl.note.clone());
+        opts_rt.driver.cpu = pl.router_cpu;
+        opts_rt.driver.realtime = Some(crate::rt::ROUTER_PRIO);
+        // Under SCHED_FIFO a sleeping driver wakes within microseconds;
+        // spinning 100 µs before deadlines that come every few µs (wire
+        // emulation at full load) is a busy loop, which the kernel's RT
+        // throttling stops for 50 ms of every second.
+        if opts.driver.spin == clock::DEFAULT_SPIN {
+            opts_rt.driver.spin = RT_SPIN;
+        }
+        tester_cpu = pl.tester_cpu;
+        tester_fifo = Some(crate::rt::TESTER_PRIO);
+        match crate::rt::lock_memory() {
+            Ok(()) => {
+                locked = true;
+                rt_notes.push("memory locked (mlockall)".into());
+            }
+            Err(e) => rt_notes.push(format!("memory not locked: mlockall: {e}")),
+        }
+        if opts.processes.is_some() {
+            rt_notes.push(
+                "node processes: not pinned, not SCHED_FIFO (only the in-process router thread is)".into(),
+            );
+        }
+    } else if opts.traffic == TrafficSource::Tester {
+        rt_notes.push("real-time placement off (--no-realtime)".into());
+    }
+    for n in &rt_notes {
+        say(n);
+    }
+    let opts = &opts_rt;
     say(&format!("building lab {}-* ...", opts.prefix));
-    let mut live = LiveLab::start(
+    // Start of traffic: a whole UTC second at least 1.5 s after the lab is
+    // up and its nodes open, so the routers and ARP are ready.
+    let t0_cell = std::cell::Cell::new(Instant::ZERO);
+    // The tester's ports open before t0 is chosen: under load, opening and
+    // locking five receive rings took seconds, and a tester that starts
+    // after t0 sends its backlog at once (seen: every packet 1.2 s late).
+    let tester_ports = std::cell::RefCell::new(None);
+    let mut live = LiveLab::start_timed(sc, opts, stop.clone(), |lab| {
+        if opts.traffic == TrafficSource::Tester {
+            *tester_ports.borrow_mut() = Some(open_tester_ports(sc, lab));
+        }
+        // Given (`--start-at`, the same on every machine of a split lab),
+        // or the next whole 10 s at least 5 s away with a placement (so
+        // machines started a few seconds apart agree).
+        let now = clock::now();
+        let t0 = match (opts.start_at, &opts.placement) {
+            (Some(t), _) => t,
+            (None, None) => Instant(((now + Duration::from_millis(1500)).0 / sec + 1) * sec),
+            (None, Some(_)) => Instant(((now.0 + 5 * sec) / (10 * sec) + 1) * 10 * sec),
+        };
+        t0_cell.set(t0);
+        let end = t0 + sc.duration;
+        (
+            vec![t0 + sc.warmup, end],
+            Some(end + drain + Duration::from_millis(50)),
+        )
+    })?;
+    let t0 = t0_cell.get();
+    let net = live.net.clone();
+    let (gens, flows_stats, sink_counters, tester) = match opts.traffic {
+        TrafficSource::Kernel => {
+            let (g, f, c) = kernel_traffic(sc, &live, t0, drain, &stop, &say)?;
+            (g, f, c, None)
+        }
+        TrafficSource::Tester => {
+            let (hosts, ports) = tester_ports
+                .into_inner()
+                .ok_or("tester ports were not opened")??;
+            let (g, f, t) = tester_traffic(
+                sc,
+                &live,
+                (hosts, ports),
+                t0,
+                drain,
+                (tester_cpu, tester_fifo),
+                &stop,
+                &say,
+            )?;
+            (g.into_iter().map(Some).collect(), f, Vec::new(), Some(t))
+        }
+    };
+    let NodeReports {
+        reports,
+        driver: dr,
+        missing,
+    } = live.stop_reports()?;
+    let interrupted = stop.load(Ordering::Relaxed);
+    let mut results = results(
         sc,
-        opts,
-        stop.clone(),
-        vec![t0 + sc.warmup, end],
-        Some(end + drain + Duration::from_millis(50)),
-    )?;
+        &net,
+        &live.layout,
+        &reports,
+        &dr,
+        &gens,
+        &flows_stats,
+        &sink_counters,
+        noise,
+    );
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|&i| sc.nodes[i].name.as_str()).collect();
+        results.extra.insert("nodes_without_report".into(), js(&names));
+    }
+    if let Some(p) = &opts.placement {
+        results
+            .extra
+            .insert("placement".into(), placement_extra(sc, &live, p, t0));
+    }
+    let mut placement = rt_notes;
+    placement.extend(dr.sched.iter().cloned());
+    if let Some(t) = &tester {
+        placement.extend(t.sched.iter().cloned());
+        let ports: BTreeMap<&str, &crate::device::DeviceStats> =
+            t.ports.iter().map(|(h, d)| (h.as_str(), d)).collect();
+        results.extra.insert(
+            "tester".into(),
+            serde_json::json!({
+                "send_lateness": t.send_lateness,
+                "counters": t.counters,
+                "ports": ports,
+            }),
+        );
+    }
+    if locked {
+        crate::rt::unlock_memory();
+    }
+    results.extra.insert(
+        "traffic".into(),
+        js(&match opts.traffic {
+            TrafficSource::Kernel => "kernel generators",
+            TrafficSource::Tester => "tester",
+        }),
+    );
+    if !placement.is_empty() {
+        results.extra.insert("realtime".into(), js(&placement));
+    }
+    let buckets = sc
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(fi, f)| {
+            (
+                f.name.clone(),
+                flows_stats
+                    .get(&(fi as u32))
+                    .map(|(b, _)| b.clone())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    live.finish().map_err(|e| e.to_string())?;
+    if interrupted {
+        return Err("interrupted; lab removed".into());
+    }
+    Ok(LiveRun {
+        results,
+        buckets,
+        driver: dr,
+    })
+}
+
+/// The hosts' kernels send and receive the flows: ARP warm-up, one sink
+/// per (destination, port), one generator thread per flow.
+fn kernel_traffic(
+    sc: &Scenario,
+    live: &LiveLab,
+    t0: Instant,
+    drain: Duration,
+    stop: &Arc<AtomicBool>,
+    say: &dyn Fn(&str),
+) -> Result<(Vec<Option<GenReport>>, SinkFlows, Vec<SinkCounters>), String> {
+    let sec = 1_000_000_000;
+    let end = t0 + sc.duration;
     let net = live.net.clone();
     // Warm-up datagrams: hosts resolve their gateways.
     std::thread::sleep(std::time::Duration::from_millis(50));
@@ -970,59 +1248,128 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             flows_stats.insert(*id, (fs.buckets(), fs.report(None)));
         }
     }
-    let NodeReports {
-        reports,
-        driver: dr,
-        missing,
-    } = live.stop_reports()?;
     let gens: Vec<Option<GenReport>> = gens
         .into_iter()
         .map(|g| g.transpose())
         .collect::<Result<_, _>>()?;
-    let interrupted = stop.load(Ordering::Relaxed);
-    let mut results = results(
-        sc,
-        &net,
-        &live.layout,
-        &reports,
-        &dr,
-        &gens,
-        &flows_stats,
-        &sink_counters,
-        noise,
-    );
-    if !missing.is_empty() {
-        let names: Vec<&str> = missing.iter().map(|&i| sc.nodes[i].name.as_str()).collect();
-        results.extra.insert("nodes_without_report".into(), js(&names));
+    Ok((gens, flows_stats, sink_counters))
+}
+
+/// The hosts a tester drives and its ports on their interfaces.
+type TesterPorts = (Vec<usize>, Vec<(crate::tester::PortSpec, AfPacket)>);
+
+/// Open the tester's AF_PACKET port on each driven host's interface.
+fn open_tester_ports(sc: &Scenario, lab: &Lab) -> Result<TesterPorts, String> {
+    let net = Network::build(sc)?;
+    let hosts = tester_hosts(sc, &net)?;
+    let mut ports = Vec::new();
+    for &h in &hosts {
+        let name = &sc.nodes[h].name;
+        let f = &net.nodes[h].ifaces[0];
+        let lp = lab
+            .ports(name)
+            .first()
+            .cloned()
+            .ok_or_else(|| format!("lab has no port of host {name}"))?;
+        let cfg = AfPacketConfig {
+            // Receive only: a small ring (a few ms of the tester's load).
+            rx_frames: 4096,
+            ..AfPacketConfig::default()
+        };
+        let dev = AfPacket::open_in(&lp.netns, &lp.ifname, &cfg)
+            .map_err(|e| format!("tester port {} in {}: {e}", lp.ifname, lp.netns))?;
+        ports.push((
+            crate::tester::PortSpec {
+                host: name.clone(),
+                ip: f.ip,
+                mac: f.mac,
+                gw_ip: f.peer_ip,
+                gw_mac: f.peer_mac,
+            },
+            dev,
+        ));
     }
-    if let Some(p) = &opts.placement {
-        results
-            .extra
-            .insert("placement".into(), placement_extra(sc, &live, p, t0));
-    }
-    let buckets = sc
+    Ok((hosts, ports))
+}
+
+/// The tester sends and receives the flows ([`crate::tester`]) on ports
+/// opened by [`open_tester_ports`]: it announces the hosts to their
+/// routers and runs on its own thread until the end of the drain.
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+fn tester_traffic(
+    sc: &Scenario,
+    live: &LiveLab,
+    (hosts, ports): TesterPorts,
+    t0: Instant,
+    drain: Duration,
+    (cpu, fifo): (Option<usize>, Option<i32>),
+    stop: &Arc<AtomicBool>,
+    say: &dyn Fn(&str),
+) -> Result<(Vec<GenReport>, SinkFlows, crate::tester::TesterReport), String> {
+    use crate::tester::{FlowSpec, Tester, TesterConfig};
+    let net = &live.net;
+    let flows = sc
         .flows
         .iter()
         .enumerate()
         .map(|(fi, f)| {
-            (
-                f.name.clone(),
-                flows_stats
-                    .get(&(fi as u32))
-                    .map(|(b, _)| b.clone())
-                    .unwrap_or_default(),
-            )
+            let (offset, drift) = sc.nodes[f.from].clock();
+            FlowSpec {
+                flow: fi as u32,
+                port: hosts.iter().position(|&h| h == f.from).unwrap_or(0),
+                dst: net.host_ip(f.to),
+                sport: f.sport,
+                dport: f.dport,
+                dscp: f.dscp,
+                ttl: f.ttl,
+                size: f.size,
+                pattern: f.pattern,
+                pps: f.pps(),
+                start: f.start,
+                stop: f.stop.map_or(sc.duration, |s| s.min(sc.duration)),
+                clock_offset_ns: offset,
+                clock_drift_ppm: drift,
+                seed: sc.seed.wrapping_add(fi as u64),
+            }
         })
         .collect();
-    live.finish().map_err(|e| e.to_string())?;
-    if interrupted {
-        return Err("interrupted; lab removed".into());
+    let end = t0 + sc.duration;
+    let cfg = TesterConfig {
+        t0,
+        until: end + drain,
+        window: (t0 + sc.warmup, end),
+        spin: if fifo.is_some() {
+            RT_SPIN
+        } else {
+            clock::DEFAULT_SPIN
+        },
+        cpu,
+        fifo,
+    };
+    let mut tester = Tester::new(ports, flows, cfg)?;
+    // The routers learn the hosts now, well before t0.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    tester.announce();
+    say(&format!(
+        "tester: {} flows from {} host ports, {} s (+{} drain)",
+        sc.flows.len(),
+        hosts.len(),
+        sc.duration.as_secs_f64(),
+        drain
+    ));
+    let stop2 = stop.clone();
+    let rep = std::thread::Builder::new()
+        .name("qosnet-tester".into())
+        .spawn(move || tester.run(&stop2))
+        .map_err(|e| format!("starting the tester thread: {e}"))?
+        .join()
+        .map_err(|_| "tester thread panicked")?;
+    let mut flows_stats: SinkFlows = BTreeMap::new();
+    for (fi, fs) in rep.flows.iter().enumerate() {
+        let sent = rep.gens.get(fi).map(|g| g.sent_measured);
+        flows_stats.insert(fi as u32, (fs.buckets(), fs.report(sent)));
     }
-    Ok(LiveRun {
-        results,
-        buckets,
-        driver: dr,
-    })
+    Ok((rep.gens.clone(), flows_stats, rep))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1194,9 +1541,28 @@ fn results(
     if let Ok((_, Some(plan))) = tdp_setup(sc, net) {
         extra.insert("tdp_plan".to_string(), plan.summary_json(sc, net));
     }
+    if let Some(tdp) = &sc.tdp {
+        // The paper's jitter (max − min), the spread without the rarest
+        // 0.2 %, and the share of packets inside 2 TFs, per flow.
+        let window = Duration(2 * tdp.tf.as_nanos());
+        let sp: BTreeMap<&str, crate::tester::Spread> = sc
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(fi, f)| {
+                let s = flows.get(&(fi as u32)).map_or_else(
+                    || crate::tester::spread(&[], 0, 0, window),
+                    |(b, r)| crate::tester::spread(b, r.delay_ns.min, r.delay_ns.max, window),
+                );
+                (f.name.as_str(), s)
+            })
+            .collect();
+        extra.insert("delay_spread".into(), js(&sp));
+    }
     extra.insert("timer_lateness".into(), js(&dr.lateness));
     extra.insert("rx_lag".into(), js(&dr.rx_lag));
     extra.insert("driver".into(), js(&dr.stats));
+    extra.insert("router_thread_cpu_s".into(), js(&dr.cpu_s));
     extra.insert("sinks".into(), js(&sink_total));
     let gl: BTreeMap<String, LatenessSummary> = sc
         .flows

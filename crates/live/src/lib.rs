@@ -23,7 +23,9 @@ pub mod metrics;
 pub mod netns;
 pub mod node;
 pub mod placement;
+pub mod rt;
 pub mod tap;
+pub mod tester;
 pub mod traffic;
 
 #[cfg(test)]

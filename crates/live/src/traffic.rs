@@ -424,6 +424,16 @@ impl FlowStats {
         self.seen[word] &= !(1 << bit);
     }
 
+    /// The delay histogram (for spreads beyond the summary's quantiles).
+    pub fn hist(&self) -> &qosnet_core::stats::DelayHist {
+        &self.hist
+    }
+
+    /// Highest sequence number seen (to resolve compact probes).
+    pub fn max_seq(&self) -> Option<u64> {
+        self.max_seq
+    }
+
     /// The delay histogram as (value ns, count) pairs, for plots.
     pub fn buckets(&self) -> Vec<(u64, u64)> {
         self.hist.buckets()

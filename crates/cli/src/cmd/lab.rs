@@ -142,6 +142,17 @@ pub struct LabRunArgs {
     /// --placement the next whole 10 s at least 5 s away.
     #[arg(long, value_name = "UNIX_SECONDS")]
     pub start_at: Option<u64>,
+    /// Who sends the flows: `tester` (one thread owning the hosts'
+    /// interfaces: exact send times on the CTR, kernel receive
+    /// timestamps, as the paper's RouterTester), `kernel` (UDP generators
+    /// and sinks on the hosts' own stacks) or `auto` (the tester for
+    /// scenarios with a [tdp] section, else kernel).
+    #[arg(long, default_value = "auto")]
+    pub traffic: String,
+    /// With the tester, do not pin the router thread and the tester to
+    /// separate cores, run them SCHED_FIFO or lock memory.
+    #[arg(long)]
+    pub no_realtime: bool,
 }
 
 #[derive(Args)]
@@ -219,6 +230,8 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
     o.start_at = a
         .start_at
         .map(|s| qosnet_core::time::Instant(s.saturating_mul(1_000_000_000)));
+    o.traffic = crate::args::parse_traffic(&a.traffic)?.unwrap_or_else(|| labrun::TrafficSource::auto(&sc));
+    o.realtime = !a.no_realtime;
     // Served (in the root namespace) until this command returns.
     let _metrics = a.metrics.start()?;
     o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
@@ -246,6 +259,11 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
         }
         outln!();
         out!("{}", report::link_table(r));
+        let sp = report::spread_table(r);
+        if !sp.is_empty() {
+            outln!("\ndelay spreads (jitter = max - min; TF = the scenario's time frame):");
+            out!("{sp}");
+        }
         outln!("{}", lateness_line(r));
     }
     if let Some(dir) = &a.out {

@@ -31,6 +31,12 @@ pub struct ReproduceArgs {
     /// Namespace prefix of the live labs.
     #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
     pub prefix: String,
+    /// Who sends the live runs' flows: `tester` (one thread owning the
+    /// hosts' interfaces, exact send times, kernel receive timestamps),
+    /// `kernel` (UDP generators and sinks on the hosts' stacks) or `auto`
+    /// (the tester for TDP testbeds).
+    #[arg(long, default_value = "auto")]
+    pub traffic: String,
 }
 
 pub fn run(a: ReproduceArgs) -> Result<()> {
@@ -47,6 +53,7 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
         overrides: a.run.overrides(),
         out: a.out,
         prefix: a.prefix,
+        traffic: crate::args::parse_traffic(&a.traffic)?,
     };
     e.run(a.live, &o)
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, Result};
-use qosnet_live::labrun::{self, LiveOptions};
+use qosnet_live::labrun::{self, LiveOptions, TrafficSource};
 use qosnet_scenario::results::Results;
 
 use super::{paper_jitter, SCENARIOS, TABLES};
@@ -30,6 +30,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         let lo = LiveOptions {
             prefix: o.prefix.clone(),
             emulate_cpu: true,
+            traffic: o.traffic.unwrap_or_else(|| TrafficSource::auto(&sc)),
             ..LiveOptions::default()
         };
         let live = labrun::run(&sc, &lo, stop.clone()).map_err(|e| anyhow!("{}: {e}", sc.name))?;
@@ -90,6 +91,49 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
                 f.lost
             );
         }
+        let sp = |r: &Results, name: &str, k: &str| {
+            r.extra
+                .get("delay_spread")
+                .and_then(|m| m.get(name))
+                .and_then(|v| v.get(k))
+                .and_then(|v| v.as_f64())
+        };
+        outln!(
+            "live delay spreads ({}): {:<7} {:>14} {:>14} {:>11} {:>11}",
+            tdp.2.extra.get("traffic").and_then(|v| v.as_str()).unwrap_or("?"),
+            "flow",
+            "FIFO p0.1-99.9",
+            "TDP p0.1-99.9",
+            "FIFO 2TF",
+            "TDP 2TF"
+        );
+        for f in &tdp.2.flows {
+            let ns = |r: &Results| sp(r, &f.name, "p001_p999_ns").map_or("-".into(), fmt_ns);
+            let pc = |r: &Results| {
+                sp(r, &f.name, "in_window").map_or("-".into(), |x| format!("{:.2}%", 100.0 * x))
+            };
+            outln!(
+                "{:>23}{:<7} {:>14} {:>14} {:>11} {:>11}",
+                "",
+                f.name,
+                ns(&fifo.2),
+                ns(&tdp.2),
+                pc(&fifo.2),
+                pc(&tdp.2)
+            );
+        }
+        let loss = |r: &Results| {
+            let (s, l) = r
+                .flows
+                .iter()
+                .fold((0u64, 0u64), |(s, l), f| (s + f.sent, l + f.lost));
+            100.0 * l as f64 / s.max(1) as f64
+        };
+        outln!(
+            "live loss: FIFO {:.3} %, TDP {:.3} % of packets sent in the measured window",
+            loss(&fifo.2),
+            loss(&tdp.2)
+        );
         outln!(
             "live FIFO: {}",
             lateness_line(&fifo.2).replace('\n', "\n           ")
@@ -100,7 +144,11 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         );
     }
     outln!(
-        "\nlive runs emulate the scenarios' router processing time (uniform 2-20 us per packet, as the simulator\n\
+        "\nlive traffic: `tester` is qosnet's tester thread (exact send times on the CTR, kernel receive timestamps;\n\
+         `--traffic kernel` for the hosts' UDP generators); 2TF = share of packets in the best window of 2 time frames."
+    );
+    outln!(
+        "live runs emulate the scenarios' router processing time (uniform 2-20 us per packet, as the simulator\n\
          models the paper's PCs) and 100 Mb/s store-and-forward wires on veth; jitter = max - min one-way delay."
     );
     Ok(())

@@ -1,0 +1,187 @@
+//! Real-time placement of live threads: CPU pinning, SCHED_FIFO and locked
+//! memory, each reported as applied or refused with the kernel's reason.
+//!
+//! A live TDP run measures deadlines of 250 µs time frames (ICC 2006 §IV);
+//! a router thread or a traffic tester that the scheduler moves between
+//! cores, preempts for a compiler, or stalls on a page fault misses them.
+//! The paper's routers were dedicated PCs and its sources a hardware
+//! tester; on a shared machine the closest equivalent is one core each,
+//! SCHED_FIFO (so ordinary threads never preempt them) and `mlockall` (no
+//! page faults once running). Each step needs privileges or resources a
+//! machine may not grant, so each returns what happened in words, printed
+//! beside the results instead of failing the run.
+
+use std::io;
+
+/// SCHED_FIFO priority of the router thread; the tester gets one less
+/// (they run on separate cores, so the order only matters on one core).
+pub const ROUTER_PRIO: i32 = 50;
+pub const TESTER_PRIO: i32 = 49;
+
+/// CPUs this process may run on, ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most
+    // its size for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pin the calling thread to `cpu`.
+pub fn pin_to(cpu: usize) -> io::Result<()> {
+    // SAFETY: as in `allowed_cpus`; pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Put the calling thread under SCHED_FIFO at `prio`; returns the old
+/// policy and priority.
+pub fn set_fifo(prio: i32) -> io::Result<(i32, i32)> {
+    // SAFETY: pthread_getschedparam/setschedparam on the calling thread,
+    // with pointers to live locals.
+    unsafe {
+        let me = libc::pthread_self();
+        let mut policy = 0;
+        let mut old: libc::sched_param = std::mem::zeroed();
+        let r = libc::pthread_getschedparam(me, &mut policy, &mut old);
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        let p = libc::sched_param {
+            sched_priority: prio.clamp(1, 99),
+        };
+        let r = libc::pthread_setschedparam(me, libc::SCHED_FIFO, &p);
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok((policy, old.sched_priority))
+    }
+}
+
+/// Give the calling thread its old policy back.
+pub fn restore_sched(policy: i32, prio: i32) {
+    // SAFETY: as in `set_fifo`.
+    unsafe {
+        let p = libc::sched_param { sched_priority: prio };
+        libc::pthread_setschedparam(libc::pthread_self(), policy, &p);
+    }
+}
+
+/// Lock the whole process's memory, present and future (`mlockall`).
+pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes flags only.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Undo [`lock_memory`].
+pub fn unlock_memory() {
+    // SAFETY: munlockall takes no arguments.
+    unsafe { libc::munlockall() };
+}
+
+/// Where a live run's router thread and tester go: separate cores when
+/// the process has two or more, else none (with the reason).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub router_cpu: Option<usize>,
+    pub tester_cpu: Option<usize>,
+    /// Why nothing was pinned, if so.
+    pub note: Option<String>,
+}
+
+/// Choose cores: the router on the first allowed CPU, the tester on the
+/// last (on this project's 2-core machine: 0 and 1).
+pub fn placement() -> Placement {
+    let cpus = allowed_cpus();
+    match (cpus.first(), cpus.last()) {
+        (Some(&a), Some(&b)) if a != b => Placement {
+            router_cpu: Some(a),
+            tester_cpu: Some(b),
+            note: None,
+        },
+        _ => Placement {
+            router_cpu: None,
+            tester_cpu: None,
+            note: Some(format!(
+                "not pinned: this process may use {} CPU(s), router and tester need two",
+                cpus.len()
+            )),
+        },
+    }
+}
+
+/// Pin the calling thread to `cpu` (if any) and raise it to SCHED_FIFO
+/// `prio` (if any); returns one line per step, saying what was applied or
+/// why not, and the old scheduling policy to restore.
+pub fn apply(who: &str, cpu: Option<usize>, prio: Option<i32>) -> (Vec<String>, Option<(i32, i32)>) {
+    let mut notes = Vec::new();
+    if let Some(c) = cpu {
+        notes.push(match pin_to(c) {
+            Ok(()) => format!("{who}: pinned to CPU {c}"),
+            Err(e) => format!("{who}: not pinned to CPU {c} ({e})"),
+        });
+    }
+    let mut old = None;
+    if let Some(p) = prio {
+        notes.push(match set_fifo(p) {
+            Ok(o) => {
+                old = Some(o);
+                format!("{who}: SCHED_FIFO priority {p}")
+            }
+            Err(e) => format!("{who}: SCHED_FIFO refused ({e}; needs CAP_SYS_NICE), ordinary scheduling"),
+        });
+    }
+    (notes, old)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_uses_two_distinct_allowed_cpus_or_says_why_not() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        let p = placement();
+        match (p.router_cpu, p.tester_cpu) {
+            (Some(a), Some(b)) => {
+                assert_ne!(a, b);
+                assert!(cpus.contains(&a) && cpus.contains(&b));
+            }
+            _ => assert!(p.note.as_deref().unwrap_or("").contains("two"), "{p:?}"),
+        }
+    }
+
+    #[test]
+    fn pinning_a_thread_moves_it_and_fifo_reports_its_outcome() {
+        let cpus = allowed_cpus();
+        let c = *cpus.last().unwrap();
+        std::thread::spawn(move || {
+            let (notes, old) = apply("t", Some(c), Some(1));
+            assert!(notes[0].contains(&format!("pinned to CPU {c}")), "{notes:?}");
+            assert_eq!(allowed_cpus(), vec![c]);
+            // Root gets SCHED_FIFO, others a refusal with the reason.
+            assert!(notes[1].contains("SCHED_FIFO"), "{notes:?}");
+            if let Some((pol, prio)) = old {
+                restore_sched(pol, prio);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+}
