@@ -229,6 +229,7 @@ pub fn forward(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoin
                 let o = LiveOptions {
                     processes: None,
                     metrics: None,
+                    epoch: None,
                     prefix: cfg.prefix.clone(),
                     driver: DriverConfig {
                         busy_poll: std::env::var("QOSNET_BENCH_BUSY").is_ok(),

@@ -73,23 +73,19 @@ pub struct LiveLayout {
 }
 
 impl LiveLayout {
-    /// Builder options for the routers of this layout.
-    pub fn build_opts(&self) -> BuildOpts {
+    /// Builder options for the nodes of this layout, scenario time 0
+    /// being `epoch` (CLOCK_REALTIME).
+    pub fn build_opts(&self, epoch: Instant) -> BuildOpts {
         BuildOpts {
             static_peer_macs: false,
             flow_src: self.flow_src.iter().map(|(_, a)| Some(*a)).collect(),
+            epoch,
         }
     }
 }
 
 /// Map a scenario and its network onto a lab description.
 pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, String> {
-    if let Some(n) = sc.nodes.iter().find(|n| n.is_rether()) {
-        return Err(format!(
-            "node {}: RETHER stations run in sim only so far (live needs one qosnet process per station on a TAP); use `qosnet sim`",
-            n.name
-        ));
-    }
     if let Some(f) = sc.flows.iter().find(|f| f.echo) {
         return Err(format!(
             "flow {}: echo flows (round trips) are not supported live yet; use irtt in a `qosnet lab up` lab",
@@ -148,7 +144,9 @@ pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, 
         let Some(f) = net.nodes[i].ifaces.first() else {
             continue;
         };
-        if !n.is_host() || !sc.nodes[f.peer].is_l2() {
+        // (A qosnet node carrying its host's stack — a RETHER station —
+        // puts the host's address on its own TAP; no kernel route here.)
+        if !n.is_host() || hosted_here(sc, i) || !sc.nodes[f.peer].is_l2() {
             continue;
         }
         if let Some(gw) = net.gateway(sc, i) {
@@ -303,11 +301,13 @@ pub fn open_nodes(
 }
 
 /// Whether scenario node `i` runs as a qosnet node: every kind the
-/// builder registry builds (routers, switches — the same code as in the
-/// simulator); hosts are kernel stacks in namespaces, segments Linux
-/// bridges. A new node kind needs no change here.
+/// builder registry builds (routers, switches, RETHER stations — the same
+/// code as in the simulator); hosts are kernel stacks in namespaces,
+/// segments Linux bridges. A new node kind needs no change here. A built
+/// node that is a host's interface (a RETHER station) also carries that
+/// host's kernel stack, on a TAP in its namespace ([`crate::node`]).
 fn hosted_here(sc: &Scenario, i: usize) -> bool {
-    !sc.nodes[i].is_host() && !sc.nodes[i].is_medium()
+    !sc.nodes[i].is_stack_host() && !sc.nodes[i].is_medium()
 }
 
 /// Settings of a live run.
@@ -333,6 +333,9 @@ pub struct LiveOptions {
     pub processes: Option<NodeProcesses>,
     /// Publish the routers' metrics snapshots here (`lab run/up --metrics`).
     pub metrics: Option<Arc<crate::metrics::MetricsHub>>,
+    /// The CLOCK_REALTIME instant scenario time 0 stands for (the start
+    /// of traffic); `None`: when the lab starts.
+    pub epoch: Option<Instant>,
 }
 
 /// How to start one process per node: the `qosnet` binary and the
@@ -361,6 +364,7 @@ impl Default for LiveOptions {
             emulate_wire: true,
             processes: None,
             metrics: None,
+            epoch: None,
         }
     }
 }
@@ -419,11 +423,13 @@ impl LiveLab {
         let layout = layout(sc, &net, &opts.prefix)?;
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
+        let epoch = opts.epoch.unwrap_or_else(clock::now);
+        let build = layout.build_opts(epoch);
         if let Some(np) = &opts.processes {
             if opts.metrics.is_some() {
                 return Err("--metrics serves the routers of this process; with --processes each node is its own process: give each `qosnet node` its own --metrics".into());
             }
-            let (index, procs) = spawn_nodes(sc, &net, &lab, &layout.build_opts(), opts, np, &marks, until)?;
+            let (index, procs) = spawn_nodes(sc, &net, &lab, &build, opts, np, &marks, until)?;
             return Ok(LiveLab {
                 lab: Some(lab),
                 layout,
@@ -434,7 +440,7 @@ impl LiveLab {
                 procs: Some(procs),
             });
         }
-        let (hosts, index) = open_nodes(sc, &net, &lab, &layout.build_opts(), opts)?;
+        let (hosts, index) = open_nodes(sc, &net, &lab, &build, opts)?;
         let mut driver = Driver::new(hosts, opts.driver);
         driver.set_marks(marks);
         if let Some(hub) = &opts.metrics {
@@ -622,6 +628,7 @@ fn spawn_nodes(
         if let Some(u) = until {
             cfg.insert("until".into(), (u.as_nanos() as i64).into());
         }
+        cfg.insert("epoch".into(), (build.epoch.as_nanos() as i64).into());
         let path = dir.join(format!("{}.toml", n.name));
         let text = toml::to_string(&cfg).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
@@ -795,6 +802,10 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     let end = t0 + sc.duration;
     let drain = sc.drain.max(Duration::from_millis(100));
     say(&format!("building lab {}-* ...", opts.prefix));
+    let opts = &LiveOptions {
+        epoch: Some(t0),
+        ..opts.clone()
+    };
     let mut live = LiveLab::start(
         sc,
         opts,
@@ -1065,7 +1076,7 @@ fn results(
         nodes.push(NodeResult {
             name: n.name.clone(),
             counters,
-            details: None,
+            details: rep.details.clone(),
         });
     }
     for (i, n) in sc.nodes.iter().enumerate() {
@@ -1073,6 +1084,9 @@ fn results(
             continue;
         }
         let mut counters = BTreeMap::new();
+        // A host whose interface is a qosnet node (a RETHER station)
+        // already has its node's entry: its senders' counters join it.
+        let own = nodes.iter().position(|r| r.name == n.name);
         let from: Vec<usize> = (0..sc.flows.len()).filter(|&fi| sc.flows[fi].from == i).collect();
         let sent: u64 = from.iter().filter_map(|&fi| gens.get(fi)).map(|g| g.sent).sum();
         let errs: u64 = from
@@ -1082,11 +1096,14 @@ fn results(
             .sum();
         counters.insert("sent".into(), sent);
         counters.insert("send_errors".into(), errs);
-        nodes.push(NodeResult {
-            name: n.name.clone(),
-            counters,
-            details: None,
-        });
+        match own {
+            Some(k) => nodes[k].counters.extend(counters),
+            None => nodes.push(NodeResult {
+                name: n.name.clone(),
+                counters,
+                details: None,
+            }),
+        }
     }
     let sink_total = sinks.iter().fold(SinkCounters::default(), |mut a, s| {
         a.datagrams += s.datagrams;

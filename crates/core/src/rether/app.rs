@@ -107,6 +107,13 @@ pub struct AppConfig {
     pub window_end: Instant,
     /// Failures to inject, in any order.
     pub faults: Vec<Fault>,
+    /// The host's own interface ([`Node::host_link`]): its MAC, which the
+    /// station delivers frames to (put it in the station's `host_macs`),
+    /// and the IP MTU offered to the host — up to a session unit's size,
+    /// so a video frame reaches the station whole. Ordinary packets
+    /// larger than the segment's `mtu` are carried as IP fragments and
+    /// reassembled by the receiving station before its host sees them.
+    pub host: Option<crate::node::HostLink>,
 }
 
 /// Running min/mean/max/std of a series of durations.
@@ -728,7 +735,13 @@ impl Node for RetherHost {
             .and_then(|info| Probe::decode(eth::udp_payload(&pkt.data, &info)));
         let flow = probe.map(|p| p.flow).filter(|f| self.tx.contains_key(f));
         let Some(flow) = flow else {
-            self.st.handle_send(now, pkt);
+            // Ordinary traffic; a host whose link MTU exceeds the
+            // segment's has its larger packets fragmented here.
+            if self.cfg.host.is_some_and(|h| h.mtu > self.cfg.mtu) {
+                self.send_fragmented(now, pkt);
+            } else {
+                self.st.handle_send(now, pkt);
+            }
             self.pump(now);
             return;
         };
@@ -843,6 +856,9 @@ impl Node for RetherHost {
     }
     fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+    fn host_link(&self) -> Option<crate::node::HostLink> {
+        self.cfg.host
     }
     fn counters(&self) -> Vec<(String, u64)> {
         let mut v = self.st.counters();
