@@ -161,6 +161,19 @@ impl Series {
     }
 }
 
+/// A token-hop series for results: count, min, p50, p99, max (ns).
+fn hop_detail(h: &super::station::HopSamples) -> Detail {
+    let u = Detail::U64;
+    let (n, min, p50, p99, max) = h.summary().unwrap_or_default();
+    Detail::Map(vec![
+        ("count".into(), u(n as u64)),
+        ("min_ns".into(), u(min as u64)),
+        ("p50_ns".into(), u(p50 as u64)),
+        ("p99_ns".into(), u(p99 as u64)),
+        ("max_ns".into(), u(max as u64)),
+    ])
+}
+
 /// Sender side of one RT flow.
 #[derive(Default)]
 struct TxApp {
@@ -959,6 +972,8 @@ impl Node for RetherHost {
             ),
             ("sessions".into(), Detail::List(sessions)),
             ("nrt_visit_interval".into(), self.nrt_visit_interval.detail()),
+            ("token_hop_local".into(), hop_detail(self.st.hop_local())),
+            ("token_hop_wire".into(), hop_detail(self.st.hop_wire())),
             ("switch_times_ns".into(), times(&self.switch_times)),
             ("to_rether_at_ns".into(), times(&self.to_rether_at)),
             ("to_csma_at_ns".into(), times(&self.to_csma_at)),
