@@ -531,3 +531,80 @@ fn rether_segment_carries_ping_and_tcp_live() {
         .iter()
         .all(|n| !n.starts_with(&format!("{prefix}-"))));
 }
+
+/// A real station failure (issue 8, §2.4): `kill -9` of station s3's
+/// process while s1's RT session holds the segment in RETHER mode. The
+/// survivors must notice — s3's predecessor declares it dead after its
+/// token retransmissions, or, had it died holding the token, a survivor
+/// regenerates it — and the session must keep its reservation: never
+/// revoked, its RT visits going on for the rest of the run.
+#[test]
+fn rether_survives_kill_of_a_station_live() {
+    if !root() {
+        return;
+    }
+    let prefix = format!("qrk{}", std::process::id());
+    let _g = Guard(prefix.clone());
+    let path = repo().join("scenarios/rether/live.toml");
+    let child = Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
+        .args(["lab", "run", "--json", "--prefix", &prefix, "--duration", "12s"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = Kill(child.id());
+    let t = std::time::Instant::now();
+    let s3 = loop {
+        let p = node_processes(&prefix);
+        if let Some((pid, _)) = p.iter().find(|(_, c)| c.contains("/s3.toml")) {
+            if p.len() == 3 {
+                break *pid;
+            }
+        }
+        assert!(t.elapsed().as_secs() < 30, "station processes did not start");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // Traffic starts within ~3 s of the stations; the session is admitted
+    // at its first unit. Kill s3 well inside RETHER mode.
+    std::thread::sleep(std::time::Duration::from_millis(5500));
+    // SAFETY: SIGKILL to a station process of our own lab.
+    unsafe { libc::kill(s3 as i32, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["extra"]["nodes_without_report"], serde_json::json!(["s3"]));
+    let node = |n: &str| {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == n)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let c = |n: &str, k: &str| node(n)["counters"][k].as_u64().unwrap_or(0);
+    for s in ["s1", "s2"] {
+        eprintln!(
+            "{s}: declared dead {}, retransmits {}, regenerations {}, token passes {}",
+            c(s, "successors_declared_dead"),
+            c(s, "token_retransmits"),
+            c(s, "token_regenerations"),
+            c(s, "token_passes")
+        );
+    }
+    let noticed: u64 = ["s1", "s2"]
+        .iter()
+        .map(|s| c(s, "successors_declared_dead") + c(s, "token_regenerations"))
+        .sum();
+    assert!(noticed >= 1, "no survivor noticed s3's death");
+    let session = node("s1")["details"]["sessions"][0].clone();
+    eprintln!("s1's session: {session}");
+    assert_eq!(session["revoked"], 0, "the RT session lost its reservation");
+    assert!(session.get("admitted_at_ns").is_some());
+    // 12 s of 10 ms cycles: RT visits went on long after the kill (~3 s
+    // into the traffic) — more than twice what the time before it allows.
+    let visits = session["rt_visits"].as_u64().unwrap_or(0);
+    assert!(visits > 600, "RT visits stopped after the kill: {visits}");
+    assert!(r["flows"][0]["received"].as_u64().unwrap_or(0) > 300);
+}
