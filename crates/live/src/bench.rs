@@ -402,6 +402,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                 metrics: None,
                 placement: None,
                 start_at: None,
+                epoch: None,
                 prefix: cfg.prefix.clone(),
                 driver: DriverConfig {
                     batch: 256,

@@ -22,11 +22,18 @@
 //! 100 Mb/s scenario link carries 100 Mb/s on a veth that has no rate of
 //! its own. A half-duplex port's frames go to the device at once; its
 //! transmit-done comes when the frame would have left a wire of the
-//! port's rate ([`NodeHost::half_duplex`]). The driver measures itself:
+//! port's rate ([`NodeHost::half_duplex`]; with wire emulation on, the
+//! frame also reaches the device only then). The driver measures itself:
 //! how late it served each deadline the nodes asked for
 //! ([`DriverReport::lateness`]), how long frames waited in the receive
 //! rings ([`DriverReport::rx_lag`]), and every device error. Time handed
 //! to the nodes never runs backwards, even if the system clock is stepped.
+//!
+//! A node that is an end system's interface ([`Node::host_link`], e.g. a
+//! RETHER station) may have a *host stack port* ([`NodeHost::stack`], a
+//! TAP device in live labs): frames the host's kernel writes there go to
+//! [`Node::handle_send`], and the node's [`Event::Deliver`]s are written
+//! back to it. The driver does this for any node that has one.
 
 use std::collections::VecDeque;
 use std::io;
@@ -140,6 +147,52 @@ pub struct NodeHost<D: Device> {
     pub tx_refused: Vec<u64>,
     /// Receive errors other than "nothing waiting", per port.
     pub rx_errors: Vec<u64>,
+    /// The host's own IP stack, if the node is its interface (see the
+    /// module docs): read into `handle_send`, written with deliveries.
+    pub stack: Option<Box<dyn StackPort>>,
+    /// Host stack port: frames read, frames written, writes refused.
+    pub stack_counts: StackCounts,
+}
+
+/// Traffic through a [`NodeHost::stack`].
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct StackCounts {
+    /// Frames the host sent (read from the stack port).
+    pub from_host: u64,
+    /// Frames delivered to the host (written to the stack port).
+    pub to_host: u64,
+    /// Deliveries the stack port refused (full, too long).
+    pub to_host_refused: u64,
+    /// Read errors other than "nothing waiting".
+    pub read_errors: u64,
+}
+
+/// A [`Device`] behind a trait object: the host stack port of a node,
+/// whatever device it is (a TAP live, memory in tests).
+pub trait StackPort: Send {
+    /// As [`Device::recv_batch`].
+    fn recv_frames(&mut self, max: usize, f: &mut dyn FnMut(&[u8], Instant)) -> io::Result<usize>;
+    /// As [`Device::send`].
+    fn send_frame(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// As [`Device::fd`].
+    fn poll_fd(&self) -> std::os::fd::RawFd;
+    /// As [`Device::stats`].
+    fn device_stats(&mut self) -> DeviceStats;
+}
+
+impl<D: Device + Send> StackPort for D {
+    fn recv_frames(&mut self, max: usize, f: &mut dyn FnMut(&[u8], Instant)) -> io::Result<usize> {
+        self.recv_batch(max, f)
+    }
+    fn send_frame(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.send(frame)
+    }
+    fn poll_fd(&self) -> std::os::fd::RawFd {
+        self.fd()
+    }
+    fn device_stats(&mut self) -> DeviceStats {
+        self.stats()
+    }
 }
 
 impl<D: Device> NodeHost<D> {
@@ -159,7 +212,14 @@ impl<D: Device> NodeHost<D> {
             events_dropped: 0,
             tx_refused: vec![0; n],
             rx_errors: vec![0; n],
+            stack: None,
+            stack_counts: StackCounts::default(),
         }
+    }
+    /// Connect the node's host stack port (see [`NodeHost::stack`]).
+    pub fn with_stack(mut self, stack: Box<dyn StackPort>) -> Self {
+        self.stack = Some(stack);
+        self
     }
     /// Put the core's CPU model in front of the node, its processing times
     /// drawn from a stream seeded with `seed`.
@@ -355,6 +415,30 @@ impl<D: Device> Driver<D> {
         }
         self.stats.rx_frames += moved as u64;
         for h in &mut self.hosts {
+            // The host's own traffic: what its stack sent, to the node.
+            if let Some(stack) = h.stack.as_mut() {
+                let node = &mut h.node;
+                let pool = &mut self.pool;
+                let mut got = 0u64;
+                let r = stack.recv_frames(batch, &mut |f, ts| {
+                    let mut v = pool.pop().unwrap_or_default();
+                    v.clear();
+                    v.extend_from_slice(f);
+                    let meta = Meta {
+                        arrival: ts,
+                        ..Meta::default()
+                    };
+                    node.handle_send(now, qosnet_core::Packet::new(v, meta));
+                    got += 1;
+                });
+                match r {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => h.stack_counts.read_errors += 1,
+                }
+                h.stack_counts.from_host += got;
+                moved += got as usize;
+            }
             if let Some(c) = h.cpu.as_mut() {
                 while let Some((port, f, meta)) = c.poll_done(now, &mut RngDraw(&mut h.rng)) {
                     h.node.handle_frame(now, port, f, meta);
@@ -383,6 +467,18 @@ impl<D: Device> Driver<D> {
                     };
                     h.tx_done
                         .push_back((done, tx.port, TxStatus::Sent { collisions: 0 }));
+                    if h.wire.is_some() && done > now {
+                        // Emulated wire: the frame reaches the others when
+                        // its last bit would have, as the node hears its
+                        // transmit-done — never before (a token's next
+                        // holder must not answer a pass its sender still
+                        // has on the wire).
+                        if let Some(q) = h.wire_q.get_mut(p) {
+                            q.push_back((done, pkt.data));
+                        }
+                        moved += 1;
+                        continue;
+                    }
                     if let Some(dev) = h.devs.get_mut(p) {
                         if dev.send(&pkt.data).is_err() {
                             h.tx_refused[p] += 1;
@@ -422,6 +518,19 @@ impl<D: Device> Driver<D> {
                 moved += 1;
             }
             while let Some(ev) = h.node.poll_event() {
+                if let Some(stack) = h.stack.as_mut() {
+                    let Event::Deliver { pkt, .. } = ev;
+                    if stack.send_frame(&pkt.data).is_ok() {
+                        h.stack_counts.to_host += 1;
+                    } else {
+                        h.stack_counts.to_host_refused += 1;
+                    }
+                    if self.pool.len() < POOL_MAX {
+                        self.pool.push(pkt.data);
+                    }
+                    moved += 1;
+                    continue;
+                }
                 if h.events.len() < h.event_limit {
                     h.events.push_back(ev);
                 } else {
@@ -491,7 +600,12 @@ impl<D: Device> Driver<D> {
         let fds: Vec<_> = self
             .hosts
             .iter()
-            .flat_map(|h| h.devs.iter().map(|d| d.fd()))
+            .flat_map(|h| {
+                h.devs
+                    .iter()
+                    .map(|d| d.fd())
+                    .chain(h.stack.as_ref().map(|s| s.poll_fd()))
+            })
             .filter(|fd| *fd >= 0)
             .collect();
         let mut mark = 0;

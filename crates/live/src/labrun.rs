@@ -88,11 +88,13 @@ pub struct LiveLayout {
 }
 
 impl LiveLayout {
-    /// Builder options for the routers of this layout.
-    pub fn build_opts(&self) -> BuildOpts {
+    /// Builder options for the nodes of this layout, scenario time 0
+    /// being `epoch` (CLOCK_REALTIME).
+    pub fn build_opts(&self, epoch: Instant) -> BuildOpts {
         BuildOpts {
             static_peer_macs: false,
             flow_src: self.flow_src.iter().map(|(_, a)| Some(*a)).collect(),
+            epoch,
         }
     }
 }
@@ -142,12 +144,6 @@ pub fn layout_for(
         TrafficSource::Tester => tester_hosts(sc, net)?,
         TrafficSource::Kernel => Vec::new(),
     };
-    if let Some(n) = sc.nodes.iter().find(|n| n.is_rether()) {
-        return Err(format!(
-            "node {}: RETHER stations run in sim only so far (live needs one qosnet process per station on a TAP); use `qosnet sim`",
-            n.name
-        ));
-    }
     if let Some(f) = sc.flows.iter().find(|f| f.echo) {
         return Err(format!(
             "flow {}: echo flows (round trips) are not supported live yet; use irtt in a `qosnet lab up` lab",
@@ -206,7 +202,9 @@ pub fn layout_for(
         let Some(f) = net.nodes[i].ifaces.first() else {
             continue;
         };
-        if !n.is_host() || !sc.nodes[f.peer].is_l2() {
+        // (A qosnet node carrying its host's stack — a RETHER station —
+        // puts the host's address on its own TAP; no kernel route here.)
+        if !n.is_host() || hosted_here(sc, i) || !sc.nodes[f.peer].is_l2() {
             continue;
         }
         if let Some(gw) = net.gateway(sc, i) {
@@ -361,11 +359,13 @@ pub fn open_nodes(
 }
 
 /// Whether scenario node `i` runs as a qosnet node: every kind the
-/// builder registry builds (routers, switches — the same code as in the
-/// simulator); hosts are kernel stacks in namespaces, segments Linux
-/// bridges. A new node kind needs no change here.
+/// builder registry builds (routers, switches, RETHER stations — the same
+/// code as in the simulator); hosts are kernel stacks in namespaces,
+/// segments Linux bridges. A new node kind needs no change here. A built
+/// node that is a host's interface (a RETHER station) also carries that
+/// host's kernel stack, on a TAP in its namespace ([`crate::node`]).
 fn hosted_here(sc: &Scenario, i: usize) -> bool {
-    !sc.nodes[i].is_host() && !sc.nodes[i].is_medium()
+    !sc.nodes[i].is_stack_host() && !sc.nodes[i].is_medium()
 }
 
 /// Settings of a live run.
@@ -405,6 +405,9 @@ pub struct LiveOptions {
     /// cores, run both SCHED_FIFO and lock the process's memory
     /// ([`crate::rt`]); each step that the machine refuses is reported.
     pub realtime: bool,
+    /// The CLOCK_REALTIME instant scenario time 0 stands for (the start
+    /// of traffic); `None`: when the lab starts.
+    pub epoch: Option<Instant>,
 }
 
 /// A placement and the machine this process plays.
@@ -503,6 +506,7 @@ impl Default for LiveOptions {
             start_at: None,
             traffic: TrafficSource::Kernel,
             realtime: true,
+            epoch: None,
         }
     }
 }
@@ -557,11 +561,13 @@ impl LiveLab {
         marks: Vec<Instant>,
         until: Option<Instant>,
     ) -> Result<LiveLab, String> {
-        Self::start_timed(sc, opts, stop, move |_| (marks, until))
+        let epoch = opts.epoch.unwrap_or_else(clock::now);
+        Self::start_timed(sc, opts, stop, move |_| (epoch, marks, until))
     }
 
-    /// [`start`](Self::start) with the marks and the end chosen by `times`
-    /// once the lab is up, just before the nodes start (`times` may open
+    /// [`start`](Self::start) with the epoch (scenario time 0), the marks
+    /// and the end chosen by `times` once the lab is up, just before the
+    /// nodes start (`times` may open
     /// its own sockets on the lab first): a run whose
     /// traffic starts at a fixed time cannot then find the lab still being
     /// built (under load that takes seconds).
@@ -569,7 +575,7 @@ impl LiveLab {
         sc: &Scenario,
         opts: &LiveOptions,
         stop: Arc<AtomicBool>,
-        times: impl FnOnce(&Lab) -> (Vec<Instant>, Option<Instant>),
+        times: impl FnOnce(&Lab) -> (Instant, Vec<Instant>, Option<Instant>),
     ) -> Result<LiveLab, String> {
         let net = Network::build(sc)?;
         let mut layout = layout_for(sc, &net, &opts.prefix, opts.traffic)?;
@@ -578,12 +584,16 @@ impl LiveLab {
         }
         let lab = Lab::up(&layout.spec).map_err(|e| e.to_string())?;
         post_up(&lab, &layout).map_err(|e| e.to_string())?;
+        // `times` gives the instant scenario time 0 stands for (nodes with
+        // timed behaviour — RETHER session closes and faults — are built
+        // against it), the counter marks and the end.
+        let (epoch, marks, until) = times(&lab);
+        let build = layout.build_opts(epoch);
         if let Some(np) = &opts.processes {
-            let (marks, until) = times(&lab);
             if opts.metrics.is_some() {
                 return Err("--metrics serves the routers of this process; with --processes each node is its own process: give each `qosnet node` its own --metrics".into());
             }
-            let (index, procs) = spawn_nodes(sc, &net, &lab, &layout.build_opts(), opts, np, &marks, until)?;
+            let (index, procs) = spawn_nodes(sc, &net, &lab, &build, opts, np, &marks, until)?;
             return Ok(LiveLab {
                 lab: Some(lab),
                 layout,
@@ -594,8 +604,7 @@ impl LiveLab {
                 procs: Some(procs),
             });
         }
-        let (hosts, index) = open_nodes(sc, &net, &lab, &layout.build_opts(), opts)?;
-        let (marks, until) = times(&lab);
+        let (hosts, index) = open_nodes(sc, &net, &lab, &build, opts)?;
         let mut driver = Driver::new(hosts, opts.driver);
         driver.set_marks(marks);
         if let Some(hub) = &opts.metrics {
@@ -783,6 +792,7 @@ fn spawn_nodes(
         if let Some(u) = until {
             cfg.insert("until".into(), (u.as_nanos() as i64).into());
         }
+        cfg.insert("epoch".into(), (build.epoch.as_nanos() as i64).into());
         let path = dir.join(format!("{}.toml", n.name));
         let text = toml::to_string(&cfg).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
@@ -1022,12 +1032,14 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         let now = clock::now();
         let t0 = match (opts.start_at, &opts.placement) {
             (Some(t), _) => t,
-            (None, None) => Instant(((now + Duration::from_millis(1500)).0 / sec + 1) * sec),
+            // 2 s: the routers' rings are opened after this choice.
+            (None, None) => Instant(((now + Duration::from_millis(2000)).0 / sec + 1) * sec),
             (None, Some(_)) => Instant(((now.0 + 5 * sec) / (10 * sec) + 1) * 10 * sec),
         };
         t0_cell.set(t0);
         let end = t0 + sc.duration;
         (
+            opts.epoch.unwrap_or(t0),
             vec![t0 + sc.warmup, end],
             Some(end + drain + Duration::from_millis(50)),
         )
@@ -1508,7 +1520,7 @@ fn results(
         nodes.push(NodeResult {
             name: n.name.clone(),
             counters,
-            details: None,
+            details: rep.details.clone(),
         });
     }
     for (i, n) in sc.nodes.iter().enumerate() {
@@ -1516,17 +1528,23 @@ fn results(
             continue;
         }
         let mut counters = BTreeMap::new();
+        // A host whose interface is a qosnet node (a RETHER station)
+        // already has its node's entry: its senders' counters join it.
+        let own = nodes.iter().position(|r| r.name == n.name);
         let from: Vec<usize> = (0..sc.flows.len()).filter(|&fi| sc.flows[fi].from == i).collect();
         let gen = |fi: usize| gens.get(fi).and_then(|g| g.as_ref());
         let sent: u64 = from.iter().filter_map(|&fi| gen(fi)).map(|g| g.sent).sum();
         let errs: u64 = from.iter().filter_map(|&fi| gen(fi)).map(|g| g.send_errors).sum();
         counters.insert("sent".into(), sent);
         counters.insert("send_errors".into(), errs);
-        nodes.push(NodeResult {
-            name: n.name.clone(),
-            counters,
-            details: None,
-        });
+        match own {
+            Some(k) => nodes[k].counters.extend(counters),
+            None => nodes.push(NodeResult {
+                name: n.name.clone(),
+                counters,
+                details: None,
+            }),
+        }
     }
     let sink_total = sinks.iter().fold(SinkCounters::default(), |mut a, s| {
         a.datagrams += s.datagrams;

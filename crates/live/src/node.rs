@@ -9,6 +9,14 @@
 //! process per node (`qosnet node`), and `qosnet node --config FILE` uses
 //! it for a node on a real machine's NICs.
 //!
+//! A node that is an end system's interface ([`qosnet_core::node::Node::host_link`]:
+//! a RETHER station) gets a TAP device [`HOST_TAP`] in its namespace that
+//! carries the host's own IP stack — the scenario's address of the node on
+//! it, the node's host MAC and MTU — so ping, iperf3 and TCP of that
+//! namespace run through the node unchanged. The node's ports get `arp
+//! off`: the kernel must not answer for the host's address on the port the
+//! node owns.
+//!
 //! A node process reports what it did as a [`NodeReport`] (JSON): its
 //! counters, each port's counters, and snapshots of the port counters at
 //! the instants it was asked to mark (the end of a warm-up, the end of a
@@ -116,7 +124,24 @@ pub fn open(
     if let Some(r) = node.as_any_mut().downcast_mut::<Router>() {
         r.set_transmit_catch_up(o.catch_up);
     }
+    let stack = match node.host_link() {
+        Some(hl) => Some(open_host_tap(name, &net.nodes[i], hl, places)?),
+        None => None,
+    };
     let mut h = NodeHost::new(node, devs);
+    if let Some(tap) = stack {
+        h = h.with_stack(Box::new(tap));
+    }
+    // A port on a shared segment (a Linux bridge, which has no rate):
+    // the NIC is busy for the frame's wire time at the segment's rate.
+    for (k, f) in ifaces.iter().enumerate() {
+        if sc.nodes[f.peer].is_medium() {
+            let l = &sc.links[f.link];
+            if let Some(slot) = h.half_duplex.get_mut(k) {
+                *slot = Some((l.capacity_bps, l.framing));
+            }
+        }
+    }
     if o.emulate_wire {
         // veth has no rate: emulate the scenario's wires.
         h.wire = Some(
@@ -137,6 +162,52 @@ pub fn open(
     Ok(h)
 }
 
+/// The TAP interface of a node's host stack (one per namespace).
+pub const HOST_TAP: &str = "host0";
+
+/// Create and configure the host stack TAP of a node whose ports are
+/// `places` (in their namespace): the node's scenario address, the host's
+/// MAC and MTU, up; the ports' ARP off.
+fn open_host_tap(
+    name: &str,
+    node: &qosnet_scenario::topo::NodeNet,
+    hl: qosnet_core::node::HostLink,
+    places: &[PortPlace],
+) -> Result<crate::tap::Tap, String> {
+    let f = node
+        .ifaces
+        .first()
+        .ok_or_else(|| format!("node {name}: a host link needs a port"))?;
+    let ns = places.first().and_then(|p| p.netns.clone());
+    let tap = match &ns {
+        Some(ns) => crate::tap::Tap::open_in(ns, HOST_TAP),
+        None => crate::tap::Tap::open(HOST_TAP),
+    }
+    .map_err(|e| {
+        format!("node {name}: creating TAP {HOST_TAP}: {e} (needs CAP_NET_ADMIN and /dev/net/tun)")
+    })?;
+    let ipc = |args: &[&str]| -> Result<(), String> {
+        let mut v: Vec<&str> = Vec::new();
+        if let Some(ns) = &ns {
+            v.extend(["-n", ns.as_str()]);
+        }
+        v.extend(args);
+        crate::lab::ip(&v)
+            .map(|_| ())
+            .map_err(|e| format!("node {name}: {e}"))
+    };
+    let mac = hl.mac.to_string();
+    let mtu = hl.mtu.to_string();
+    ipc(&["link", "set", "dev", HOST_TAP, "address", &mac, "mtu", &mtu])?;
+    let addr = format!("{}/{}", f.ip, f.prefix_len);
+    ipc(&["addr", "replace", &addr, "dev", HOST_TAP])?;
+    ipc(&["link", "set", "dev", HOST_TAP, "up"])?;
+    for p in places {
+        ipc(&["link", "set", "dev", &p.ifname, "arp", "off"])?;
+    }
+    Ok(tap)
+}
+
 /// One port's counters at a mark: tx packets, tx frame bytes, tx wire
 /// bytes, rx packets, rx bytes.
 pub type PortSnap = (u64, u64, u64, u64, u64);
@@ -154,6 +225,9 @@ pub struct NodeReport {
     pub snapshots: Vec<Vec<PortSnap>>,
     /// Frames the CPU model dropped (input queue full), if emulated.
     pub cpu_drops: Option<u64>,
+    /// The node's structured results (results.json `nodes[].details`).
+    #[serde(default)]
+    pub details: Option<serde_json::Value>,
 }
 
 /// One port of a [`NodeReport`].
@@ -198,13 +272,26 @@ pub fn report<D: Device>(h: &NodeHost<D>, kind: &str) -> NodeReport {
             }
         })
         .collect();
+    let mut counters: BTreeMap<String, u64> = n.counters().into_iter().collect();
+    if h.stack.is_some() {
+        let c = h.stack_counts;
+        for (k, v) in [
+            ("host_stack_from_host", c.from_host),
+            ("host_stack_to_host", c.to_host),
+            ("host_stack_to_host_refused", c.to_host_refused),
+            ("host_stack_read_errors", c.read_errors),
+        ] {
+            counters.insert(k.into(), v);
+        }
+    }
     NodeReport {
         name: n.name().to_string(),
         kind: kind.to_string(),
-        counters: n.counters().into_iter().collect(),
+        counters,
         ports,
         snapshots: Vec::new(),
         cpu_drops: h.cpu.as_ref().map(|c| c.drops),
+        details: n.details().as_ref().map(qosnet_scenario::results::detail_json),
     }
 }
 
@@ -232,6 +319,9 @@ pub struct NodeConfig {
     pub marks: Vec<Instant>,
     /// Stop at this CLOCK_REALTIME instant, if given.
     pub until: Option<Instant>,
+    /// The CLOCK_REALTIME instant scenario time 0 stands for (a lab's
+    /// start of traffic); the node's start if not given.
+    pub epoch: Option<Instant>,
 }
 
 impl NodeConfig {
@@ -254,6 +344,7 @@ impl NodeConfig {
             "marks",
             "until",
             "flow_src",
+            "epoch",
         ];
         if let Some(k) = v.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -320,6 +411,7 @@ impl NodeConfig {
             Some(_) => return Err(format!("{shown}: `marks` must be a list")),
         };
         let until = v.get("until").map(|x| ns(x, "until")).transpose()?;
+        let epoch = v.get("epoch").map(|x| ns(x, "epoch")).transpose()?;
         // "" for a flow whose sender is its host.
         let flow_src = match v.get("flow_src") {
             None => Vec::new(),
@@ -349,6 +441,7 @@ impl NodeConfig {
             flow_src,
             marks,
             until,
+            epoch,
         })
     }
 
@@ -418,6 +511,7 @@ pub fn run(
     let build = BuildOpts {
         static_peer_macs: false,
         flow_src: cfg.flow_src.clone(),
+        epoch: cfg.epoch.unwrap_or_else(crate::clock::now),
     };
     let h = open(&sc, &net, &setup, i, &build, &places, &o)?;
     on_ready(&h);

@@ -36,6 +36,11 @@ pub struct BuildOpts {
     /// namespace of a host whose flows loop back to itself). Edge shapers
     /// and per-flow TDP delays key on it.
     pub flow_src: Vec<Option<Ipv4Addr>>,
+    /// The instant scenario time 0 stands for in the node's clock: zero in
+    /// the simulator, the run's start (CLOCK_REALTIME) live. Nodes that
+    /// act at scenario times (a RETHER host's session close, its
+    /// measurement window, injected faults) add it.
+    pub epoch: Instant,
 }
 
 /// What building nodes needs from the whole scenario, worked out once.
@@ -76,7 +81,7 @@ pub fn build_node(
         NodeKind::Switch(spec) => Some(Box::new(build_switch(sc, net, i, spec)?)),
         NodeKind::StsdrForwarder(_) => Some(Box::new(build_forwarder(sc, net, i, opts)?)),
         NodeKind::StsdrBalancer(_) => Some(Box::new(build_balancer(sc, net, i)?)),
-        NodeKind::Rether(_) => Some(Box::new(build_rether(sc, net, i)?)),
+        NodeKind::Rether(_) => Some(Box::new(build_rether(sc, net, i, opts.epoch)?)),
     })
 }
 
@@ -205,7 +210,7 @@ pub fn build_balancer(sc: &Scenario, net: &Network, i: usize) -> Result<Balancer
 /// protocol parameters are `[rether]`'s, and each `rt` flow is a session
 /// whose number its sender and receiver agree on (the k-th rt flow a
 /// station sends is its session k, opened in flow order).
-pub fn build_rether(sc: &Scenario, net: &Network, i: usize) -> Result<RetherHost, String> {
+pub fn build_rether(sc: &Scenario, net: &Network, i: usize, epoch: Instant) -> Result<RetherHost, String> {
     use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig, TimingModel};
     let node = &sc.nodes[i];
     let NodeKind::Rether(spec) = &node.kind else {
@@ -230,6 +235,8 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize) -> Result<RetherHost
         .collect();
     let mut cfg = StationConfig::new(node.name.clone(), spec.id, f.mac, members.clone());
     cfg.peer_macs = peer_macs;
+    let host = host_mac(f.mac);
+    cfg.host_macs = vec![host];
     cfg.timing = TimingModel {
         rate_bps: seg.capacity_bps,
         per_packet: p.a,
@@ -251,6 +258,7 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize) -> Result<RetherHost
     };
     cfg.nrt_policy = p.nrt_policy;
     cfg.ack_stagger = p.ack_stagger;
+    cfg.ack_margin = p.ack_margin;
     cfg.boot = if p.boot_csma { Boot::Csma } else { Boot::Join };
     // Visits are drained after every call, so a short trace suffices.
     cfg.trace_visits = 1024;
@@ -283,7 +291,7 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize) -> Result<RetherHost
                 .ok_or_else(|| format!("rt flow {}: receiver is not a station", fl.name))?,
             bytes_per_trt,
             period_ns: 1e9 / pps,
-            stop: fl.stop.map(|s| Instant(s.as_nanos())),
+            stop: fl.stop.map(|s| epoch + s),
         };
         if fl.from == i {
             send.push(rf);
@@ -298,16 +306,52 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize) -> Result<RetherHost
         late_threshold: p.late_threshold,
         buffers: p.buffers,
         mtu: 1500,
-        window_start: Instant(sc.warmup.as_nanos()),
-        window_end: Instant(sc.duration.as_nanos()),
+        window_start: epoch + sc.warmup,
+        window_end: epoch + sc.duration,
         faults: p
             .faults
             .iter()
             .filter(|(n, _)| *n == i)
-            .map(|(_, f)| f.clone())
+            .map(|(_, f)| shift_fault(f, epoch))
             .collect(),
+        host: Some(qosnet_core::node::HostLink {
+            mac: host,
+            mtu: HOST_MTU,
+        }),
     };
     RetherHost::new(st, app).map_err(|e| format!("RETHER station {}: {e}", node.name))
+}
+
+/// The IP MTU a RETHER station offers its host: a jumbo frame, so RT
+/// units (video frames up to 9000 bytes) reach the station whole; the
+/// station fragments larger ordinary packets to the segment's 1500.
+pub const HOST_MTU: usize = 9000;
+
+/// The MAC of the host behind a RETHER station whose port has `station`:
+/// the same address with bit 2 of the first byte flipped, kept unicast
+/// and locally administered. Distinct from the station's own, so that
+/// live, where the station's port is a kernel interface too, the kernel
+/// never takes the host's frames off that interface (they arrive there
+/// for another host and are dropped; the station hands them over).
+pub fn host_mac(station: qosnet_core::wire::MacAddr) -> qosnet_core::wire::MacAddr {
+    let mut m = station.0;
+    m[0] = ((m[0] ^ 0x04) | 0x02) & 0xfe;
+    qosnet_core::wire::MacAddr(m)
+}
+
+fn shift_fault(f: &qosnet_core::rether::app::Fault, epoch: Instant) -> qosnet_core::rether::app::Fault {
+    use qosnet_core::rether::app::{Fault, FaultKind};
+    let kind = match &f.kind {
+        FaultKind::Crash { holding, restart } => FaultKind::Crash {
+            holding: *holding,
+            restart: restart.map(|r| Instant(r.as_nanos() + epoch.as_nanos())),
+        },
+        k => k.clone(),
+    };
+    Fault {
+        at: Instant(f.at.as_nanos() + epoch.as_nanos()),
+        kind,
+    }
 }
 
 /// How a port reaches its link: half duplex on a shared segment.

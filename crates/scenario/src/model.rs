@@ -113,6 +113,10 @@ pub struct RetherParams {
     pub buffers: usize,
     /// §4.3's staggered acknowledgements (zero: the paper's measurements).
     pub ack_stagger: Duration,
+    /// Slack on every failure timer (§2.4's acknowledgement timer, the
+    /// lost-token silence): what a station may be late by without being
+    /// declared dead — the driver's scheduling latency live.
+    pub ack_margin: Duration,
     /// Stations boot in CSMA mode (`true`) or by joining (§2.4).
     pub boot_csma: bool,
     /// `[[rether.fault]]`: (station node, failure).
@@ -449,6 +453,13 @@ impl Node {
     /// and receives flows.
     pub fn is_host(&self) -> bool {
         matches!(self.kind, NodeKind::Host(_) | NodeKind::Rether(_))
+    }
+    /// An end system whose IP stack is the driver's own (the simulator's
+    /// host model; a namespace's kernel live), not a node the builder
+    /// registry builds. A RETHER station is a host too, but a built node
+    /// that carries its host's stack ([`qosnet_core::node::Node::host_link`]).
+    pub fn is_stack_host(&self) -> bool {
+        matches!(self.kind, NodeKind::Host(_))
     }
     /// A RETHER station.
     pub fn is_rether(&self) -> bool {

@@ -87,6 +87,7 @@ pub struct Rether {
     pub late_threshold: Option<S<String>>,
     pub buffers: Option<S<i64>>,
     pub ack_stagger: Option<S<String>>,
+    pub ack_margin: Option<S<String>>,
     pub boot: Option<S<String>>,
     pub fault: Option<Vec<S<RetherFault>>>,
 }

@@ -29,7 +29,7 @@ pub(crate) fn build(sc: Scenario, net: Network) -> Result<Sim, String> {
     }
     let opts = BuildOpts {
         static_peer_macs: true,
-        flow_src: Vec::new(),
+        ..BuildOpts::default()
     };
 
     // Shared segments first: ports on them attach to the medium.

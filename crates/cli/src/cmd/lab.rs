@@ -236,7 +236,9 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
     let _metrics = a.metrics.start()?;
     o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
     let _tmp;
-    if a.processes {
+    // RETHER stations are each their own machine: one process each, so
+    // a station's stall or `kill -9` is that station's alone.
+    if a.processes || sc.nodes.iter().any(|n| n.is_rether()) {
         let (np, t) = node_processes(&a.sc)?;
         o.processes = Some(np);
         _tmp = t;
@@ -293,7 +295,9 @@ fn lab_up(a: LabUpArgs) -> Result<()> {
     let _metrics = a.metrics.start()?;
     o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
     let _tmp;
-    if a.processes {
+    // RETHER stations are each their own machine: one process each, so
+    // a station's stall or `kill -9` is that station's alone.
+    if a.processes || sc.nodes.iter().any(|n| n.is_rether()) {
         let (np, t) = node_processes(&a.sc)?;
         o.processes = Some(np);
         _tmp = t;

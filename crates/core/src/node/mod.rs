@@ -176,10 +176,29 @@ pub trait Node: Send {
     fn details(&self) -> Option<Detail> {
         None
     }
+    /// The host IP stack this node is the network interface of, if it is
+    /// one (an end system's NIC, such as a RETHER station): the host's
+    /// frames come in through [`Node::handle_send`] and frames for the
+    /// host leave as [`Event::Deliver`]. A live driver connects such a
+    /// node to the machine's own stack through a TAP device with this
+    /// MAC and MTU; the simulator's flows use the same two calls.
+    fn host_link(&self) -> Option<HostLink> {
+        None
+    }
     /// The concrete node, for kind-specific APIs (a RETHER station's
     /// sessions, a router's tables) and tests.
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// The host-facing side of a node that is an end system's interface
+/// ([`Node::host_link`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostLink {
+    /// The host's MAC address (the node delivers frames sent to it).
+    pub mac: crate::wire::MacAddr,
+    /// The largest IP packet the host may hand over in one frame.
+    pub mtu: usize,
 }
 
 /// Run a node's timers and collect what it transmits at `now` — the inner

@@ -107,6 +107,13 @@ pub struct AppConfig {
     pub window_end: Instant,
     /// Failures to inject, in any order.
     pub faults: Vec<Fault>,
+    /// The host's own interface ([`Node::host_link`]): its MAC, which the
+    /// station delivers frames to (put it in the station's `host_macs`),
+    /// and the IP MTU offered to the host — up to a session unit's size,
+    /// so a video frame reaches the station whole. Ordinary packets
+    /// larger than the segment's `mtu` are carried as IP fragments and
+    /// reassembled by the receiving station before its host sees them.
+    pub host: Option<crate::node::HostLink>,
 }
 
 /// Running min/mean/max/std of a series of durations.
@@ -152,6 +159,19 @@ impl Series {
             ("std_ns".into(), Detail::F64(self.std().round())),
         ])
     }
+}
+
+/// A token-hop series for results: count, min, p50, p99, max (ns).
+fn hop_detail(h: &super::station::HopSamples) -> Detail {
+    let u = Detail::U64;
+    let (n, min, p50, p99, max) = h.summary().unwrap_or_default();
+    Detail::Map(vec![
+        ("count".into(), u(n as u64)),
+        ("min_ns".into(), u(min as u64)),
+        ("p50_ns".into(), u(p50 as u64)),
+        ("p99_ns".into(), u(p99 as u64)),
+        ("max_ns".into(), u(max as u64)),
+    ])
 }
 
 /// Sender side of one RT flow.
@@ -728,7 +748,13 @@ impl Node for RetherHost {
             .and_then(|info| Probe::decode(eth::udp_payload(&pkt.data, &info)));
         let flow = probe.map(|p| p.flow).filter(|f| self.tx.contains_key(f));
         let Some(flow) = flow else {
-            self.st.handle_send(now, pkt);
+            // Ordinary traffic; a host whose link MTU exceeds the
+            // segment's has its larger packets fragmented here.
+            if self.cfg.host.is_some_and(|h| h.mtu > self.cfg.mtu) {
+                self.send_fragmented(now, pkt);
+            } else {
+                self.st.handle_send(now, pkt);
+            }
             self.pump(now);
             return;
         };
@@ -844,6 +870,9 @@ impl Node for RetherHost {
     fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
+    fn host_link(&self) -> Option<crate::node::HostLink> {
+        self.cfg.host
+    }
     fn counters(&self) -> Vec<(String, u64)> {
         let mut v = self.st.counters();
         for (k, n) in [
@@ -943,6 +972,8 @@ impl Node for RetherHost {
             ),
             ("sessions".into(), Detail::List(sessions)),
             ("nrt_visit_interval".into(), self.nrt_visit_interval.detail()),
+            ("token_hop_local".into(), hop_detail(self.st.hop_local())),
+            ("token_hop_wire".into(), hop_detail(self.st.hop_wire())),
             ("switch_times_ns".into(), times(&self.switch_times)),
             ("to_rether_at_ns".into(), times(&self.to_rether_at)),
             ("to_csma_at_ns".into(), times(&self.to_csma_at)),

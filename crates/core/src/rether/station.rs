@@ -589,6 +589,58 @@ pub struct RetherStation {
     host_tx_pkts: u64,
     host_tx_bytes: u64,
     host_tx_wire: u64,
+    /// Start (token frame arrival) of an idle NRT visit whose pass has
+    /// not left yet.
+    idle_hop_from: Option<Instant>,
+    /// Token passing time inside this station (Table 2's overhead): from
+    /// the arrival of a token it has nothing to send on (an idle NRT
+    /// visit) to the pass handed to the NIC.
+    hop_local: HopSamples,
+    /// The last token frame heard on the segment (its addressee, arrival,
+    /// stamp, and whether it handed an NRT turn), and the frames heard
+    /// since.
+    last_token_heard: Option<(StationId, Instant, Stamp, bool)>,
+    frames_since_token: u32,
+    /// Token passing time on the wire, seen by this station: between a
+    /// token frame handing another station an NRT turn and that station's
+    /// pass, with no frame between (an idle visit), by the kernel's
+    /// receive timestamps.
+    hop_wire: HopSamples,
+}
+
+/// Samples of a time (ns), for min / percentiles / max.
+#[derive(Clone, Debug, Default)]
+pub struct HopSamples {
+    samples: Vec<u32>,
+    /// Samples beyond the kept ones (counted, not kept).
+    pub overflow: u64,
+}
+
+/// Samples kept per series (the rest are counted in `overflow`).
+const HOP_SAMPLES: usize = 1 << 16;
+
+impl HopSamples {
+    fn add(&mut self, d: Duration) {
+        if self.samples.len() < HOP_SAMPLES {
+            self.samples.push(d.as_nanos().min(u32::MAX as u64) as u32);
+        } else {
+            self.overflow += 1;
+        }
+    }
+    /// The samples kept, in arrival order.
+    pub fn samples(&self) -> &[u32] {
+        &self.samples
+    }
+    /// (count, min, p50, p99, max) in ns; `None` without samples.
+    pub fn summary(&self) -> Option<(usize, u32, u32, u32, u32)> {
+        let mut v = self.samples.clone();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+        Some((v.len(), v[0], q(0.5), q(0.99), v[v.len() - 1]))
+    }
 }
 
 impl RetherStation {
@@ -633,6 +685,11 @@ impl RetherStation {
             host_tx_pkts: 0,
             host_tx_bytes: 0,
             host_tx_wire: 0,
+            idle_hop_from: None,
+            hop_local: HopSamples::default(),
+            last_token_heard: None,
+            frames_since_token: 0,
+            hop_wire: HopSamples::default(),
             cfg,
         };
         if st.cfg.boot == Boot::Join {
@@ -686,6 +743,16 @@ impl RetherStation {
         self.nrt_q.len()
     }
     /// Visits recorded since the last call (needs `trace_visits`).
+    /// Token passing time inside this station (idle NRT visits: token
+    /// frame arrival to the pass handed to the NIC).
+    pub fn hop_local(&self) -> &HopSamples {
+        &self.hop_local
+    }
+    /// Token passing time on the wire as this station heard it (idle NRT
+    /// visits of the others: token to the next token frame).
+    pub fn hop_wire(&self) -> &HopSamples {
+        &self.hop_wire
+    }
     pub fn take_visits(&mut self) -> Vec<Visit> {
         self.visits.drain(..).collect()
     }
@@ -1223,6 +1290,17 @@ impl RetherStation {
     fn on_token(&mut self, now: Instant, arrival: Instant, t: Token) {
         let me = self.cfg.id;
         let stamp = t.stamp();
+        // The wire's token passing time: the previous frame handed `t`'s
+        // sender an NRT turn, and nothing came between (an idle visit;
+        // the count includes this frame).
+        if let Some((to, at, prev, nrt)) = self.last_token_heard {
+            if to == t.sender && nrt && prev < stamp && self.frames_since_token <= 1 {
+                self.hop_wire.add(arrival.saturating_since(at));
+            }
+        }
+        let nrt_turn = t.rt_next == NRT_PHASE && t.flags & FLAG_CYCLE_END == 0;
+        self.last_token_heard = Some((t.to, arrival, stamp, nrt_turn));
+        self.frames_since_token = 0;
         self.max_epoch = self.max_epoch.max(t.id.epoch);
         if let Some(v) = &mut self.view {
             let vs = v.token.stamp();
@@ -1622,6 +1700,7 @@ impl RetherStation {
                         t.residual -= cost;
                         cycle::after_nrt(t, me);
                         self.trace(start, c, VisitKind::NrtIdle);
+                        self.idle_hop_from = Some(start);
                         self.holding = Some(h);
                         self.route(now, None);
                         return;
@@ -2154,6 +2233,9 @@ impl Node for RetherStation {
         };
         let dst = eth::eth_dst(&frame).unwrap_or_default();
         let src = eth::eth_src(&frame);
+        // Any frame but a token's ends an idle hop on the wire (the
+        // token parser resets the count).
+        self.frames_since_token = self.frames_since_token.saturating_add(1);
         if !rw::is_rether(&frame) {
             let echo = src.is_some_and(|m| m == self.cfg.mac || self.cfg.host_macs.contains(&m));
             if frame.len() < eth::ETH_HDR {
@@ -2318,6 +2400,13 @@ impl Node for RetherStation {
                 None => None,
             };
             if let Some(o) = out {
+                if matches!(o.kind, OutKind::TokenPass(_)) {
+                    if let Some(t0) = self.idle_hop_from.take() {
+                        self.hop_local.add(now.saturating_since(t0));
+                    }
+                } else {
+                    self.idle_hop_from = None;
+                }
                 if o.kind == OutKind::Switch {
                     if let Mode::Initiating(init) = &mut self.mode {
                         init.in_nic = true;

@@ -808,7 +808,7 @@ fn validate(
     };
     let opts = crate::build::BuildOpts {
         static_peer_macs: true,
-        flow_src: Vec::new(),
+        ..crate::build::BuildOpts::default()
     };
     // The name in the first `rule `X`` / `profile `X`` of a message.
     let named = |msg: &str, what: &str| -> Option<String> {

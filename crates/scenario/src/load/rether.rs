@@ -21,6 +21,8 @@ pub const B: Duration = Duration(650_000);
 pub const T_TOKEN: Duration = Duration(247_000);
 pub const LATE: Duration = Duration(2_000_000);
 pub const BUFFERS: usize = 4;
+/// Slack on failure timers (`StationConfig::new`'s).
+pub const ACK_MARGIN: Duration = Duration(2_000_000);
 
 const WHY: &str = "RETHER's cycles are tens of milliseconds (TRT 33.33 ms for 30 frames/s)";
 
@@ -108,6 +110,7 @@ pub(super) fn params(
             .transpose()?
             .unwrap_or(BUFFERS),
         ack_stagger: dur(&r.ack_stagger, "ack_stagger", Duration::ZERO)?,
+        ack_margin: dur(&r.ack_margin, "ack_margin", ACK_MARGIN)?,
         boot_csma,
         faults: faults(cx, r, names, nodes)?,
     }))
@@ -129,6 +132,7 @@ fn defaults() -> RetherParams {
         late_threshold: LATE,
         buffers: BUFFERS,
         ack_stagger: Duration::ZERO,
+        ack_margin: ACK_MARGIN,
         boot_csma: true,
         faults: Vec::new(),
     }
