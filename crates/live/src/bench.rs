@@ -245,6 +245,7 @@ pub fn forward(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoin
                     verbose: false,
                     emulate_cpu: false,
                     emulate_wire: false,
+                    kills: Vec::new(),
                 };
                 let live = LiveLab::start(&sc, &o, stop.clone(), Vec::new(), None)?;
                 std::thread::sleep(std::time::Duration::from_millis(100));

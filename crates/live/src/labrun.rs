@@ -160,6 +160,28 @@ pub fn layout(sc: &Scenario, net: &Network, prefix: &str) -> Result<LiveLayout, 
                 },
                 via: gw.ip,
             });
+            // An STSDR's T-switch carries the router's outgoing links (§I
+            // of Khan, Sahoo & Manjunath): the next hops share the
+            // senders' subnet but sit behind the router. The simulated
+            // hosts send everything through their balancer
+            // (`Network::first_hop_mac`); a kernel would take the
+            // connected route and bypass the router, so the other hosts
+            // of the domain get /32 routes via the balancer. The
+            // balancers and forwarders stay on-link (ARP for the gateway).
+            if let Some(d) = f.domain.filter(|_| sc.nodes[gw.node].is_balancer()) {
+                for m in &net.domains[d].members {
+                    if m.node != i && sc.nodes[m.node].is_host() {
+                        spec.routes.push(crate::lab::LabRoute {
+                            node: n.name.clone(),
+                            dst: Ipv4Net {
+                                addr: m.ip,
+                                prefix_len: 32,
+                            },
+                            via: gw.ip,
+                        });
+                    }
+                }
+            }
         }
     }
     let mut splits = Vec::new();
@@ -333,6 +355,10 @@ pub struct LiveOptions {
     pub processes: Option<NodeProcesses>,
     /// Publish the routers' metrics snapshots here (`lab run/up --metrics`).
     pub metrics: Option<Arc<crate::metrics::MetricsHub>>,
+    /// Node failures: `kill -9` of these nodes' processes this long after
+    /// traffic starts (needs [`LiveOptions::processes`]), e.g. an STSDR
+    /// forwarder or its master, to see the others re-hash and elect.
+    pub kills: Vec<(String, Duration)>,
 }
 
 /// How to start one process per node: the `qosnet` binary and the
@@ -361,6 +387,7 @@ impl Default for LiveOptions {
             emulate_wire: true,
             processes: None,
             metrics: None,
+            kills: Vec::new(),
         }
     }
 }
@@ -803,6 +830,14 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         Some(end + drain + Duration::from_millis(50)),
     )?;
     let net = live.net.clone();
+    let mut kills = Vec::new();
+    for (name, at) in &opts.kills {
+        let pid = live.node_pid(name).ok_or_else(|| {
+            format!("cannot kill node {name}: it is not a node process of this lab (kills need --processes)")
+        })?;
+        kills.push((t0 + *at, name.clone(), pid, *at));
+    }
+    kills.sort();
     // Warm-up datagrams: hosts resolve their gateways.
     std::thread::sleep(std::time::Duration::from_millis(50));
     for (fi, (node, src)) in live.layout.flow_src.iter().enumerate() {
@@ -870,6 +905,22 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         drain,
         sc.flows.len()
     ));
+    let mut killed = Vec::new();
+    for (at, name, pid, after) in kills {
+        while clock::now() < at && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: kill(2) on a child of this process (reaped by `Procs`).
+        let r = unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        say(&format!("kill -9 {name} (pid {pid}) at +{after}"));
+        killed.push(serde_json::json!({
+            "node": name,
+            "pid": pid,
+            "at_s": after.as_secs_f64(),
+            "late_ns": clock::now().saturating_since(at).as_nanos(),
+            "ok": r == 0,
+        }));
+    }
     let gens: Vec<Result<GenReport, String>> = gen_threads
         .into_iter()
         .map(|t| {
@@ -908,6 +959,9 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     if !missing.is_empty() {
         let names: Vec<&str> = missing.iter().map(|&i| sc.nodes[i].name.as_str()).collect();
         results.extra.insert("nodes_without_report".into(), js(&names));
+    }
+    if !killed.is_empty() {
+        results.extra.insert("killed".into(), js(&killed));
     }
     let buckets = sc
         .flows

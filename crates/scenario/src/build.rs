@@ -167,6 +167,7 @@ pub fn build_forwarder(
     cfg.master_timeout = p.master_timeout;
     cfg.vlan = Some(Vlan::new(p.vlan));
     cfg.mtu = p.mtu;
+    cfg.heartbeat = p.heartbeat;
     Forwarder::new(cfg, routes)
 }
 

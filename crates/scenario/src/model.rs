@@ -350,6 +350,9 @@ pub struct StsdrParams {
     pub master_timeout: Option<Duration>,
     /// Balancers' liveness timeout (forwarder silent this long: re-hash).
     pub balancer_timeout: Duration,
+    /// No-WFQ forwarders' heartbeat interval (DS frames with no state, so
+    /// balancers and peers know they are alive; 0: none).
+    pub heartbeat: Duration,
 }
 
 /// `kind = "rether"`: a station's id on its segment (lower ids win

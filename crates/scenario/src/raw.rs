@@ -58,6 +58,7 @@ pub struct Stsdr {
     pub fe_timeout: Option<S<String>>,
     pub master_timeout: Option<S<String>>,
     pub balancer_timeout: Option<S<String>>,
+    pub heartbeat: Option<S<String>>,
     pub costs: Option<S<StsdrCosts>>,
 }
 

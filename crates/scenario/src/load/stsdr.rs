@@ -289,6 +289,7 @@ pub(super) fn stsdr(
         fe_timeout: opt(&s.fe_timeout, "fe_timeout")?,
         master_timeout: opt(&s.master_timeout, "master_timeout")?,
         balancer_timeout: opt(&s.balancer_timeout, "balancer_timeout")?.unwrap_or(Duration::from_millis(10)),
+        heartbeat: opt(&s.heartbeat, "heartbeat")?.unwrap_or(Duration::from_millis(1)),
     }))
 }
 
