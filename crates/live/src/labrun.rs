@@ -818,7 +818,22 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Start of traffic: a whole UTC second, at least 1.5 s away, so the lab,
     // the routers and ARP are ready.
     let sec = 1_000_000_000;
-    let t0 = Instant((clock::now().0 / sec + 3) * sec);
+    // Node processes need longer on a loaded machine: each loads the
+    // scenario and opens its ports (seen: over 3 s for six processes
+    // with the load average at 15, and the traffic then started before
+    // the nodes ran).
+    let lead = match &opts.processes {
+        Some(_) => {
+            3 + sc
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| hosted_here(sc, i))
+                .count() as u64
+        }
+        None => 3,
+    };
+    let t0 = Instant((clock::now().0 / sec + lead) * sec);
     let end = t0 + sc.duration;
     let drain = sc.drain.max(Duration::from_millis(100));
     say(&format!("building lab {}-* ...", opts.prefix));
@@ -830,6 +845,12 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         Some(end + drain + Duration::from_millis(50)),
     )?;
     let net = live.net.clone();
+    if clock::now() + Duration::from_millis(300) > t0 {
+        return Err(format!(
+            "the lab took {:.1} s to come up, past the start of traffic it was given; the machine is too loaded, retry",
+            clock::now().saturating_since(t0 - Duration::from_secs(lead)).as_secs_f64()
+        ));
+    }
     let mut kills = Vec::new();
     for (name, at) in &opts.kills {
         let pid = live.node_pid(name).ok_or_else(|| {

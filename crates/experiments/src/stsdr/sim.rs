@@ -23,17 +23,17 @@ use crate::RunOptions;
 const IMIX: [u16; 12] = [40, 40, 40, 40, 40, 40, 40, 576, 576, 576, 576, 1500];
 
 /// One throughput measurement of the whole simulator.
-struct Tput {
+pub(super) struct Tput {
     /// Output packets per second per forwarder (the paper's unit: OL
     /// output over the window, divided by M).
-    kpps: f64,
+    pub kpps: f64,
     /// DS frames not heard in their cycle, of those expected.
-    lost_ds_pct: f64,
+    pub lost_ds_pct: f64,
     /// Packets offered per forwarder per second.
-    input_kpps: f64,
+    pub input_kpps: f64,
 }
 
-fn measure(sc: &Scenario, r: &Results) -> Tput {
+pub(super) fn measure(sc: &Scenario, r: &Results) -> Tput {
     let iv = (r.duration_s - r.warmup_s).max(1e-9);
     let p = sc.stsdr.as_ref();
     let outl: Vec<String> = p
@@ -56,7 +56,10 @@ fn measure(sc: &Scenario, r: &Results) -> Tput {
     }
 }
 
-fn sim_jobs(variants: Vec<(usize, Vec<String>)>, sets: &[String]) -> Vec<Job<'static, (Scenario, Results)>> {
+pub(super) fn sim_jobs(
+    variants: Vec<(usize, Vec<String>)>,
+    sets: &[String],
+) -> Vec<Job<'static, (Scenario, Results)>> {
     variants
         .into_iter()
         .map(|(i, mut extra)| {
