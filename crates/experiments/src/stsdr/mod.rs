@@ -10,6 +10,7 @@
 
 mod live;
 mod sim;
+mod trace;
 
 use crate::{Embedded, Experiment};
 
