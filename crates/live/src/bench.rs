@@ -403,6 +403,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                 placement: None,
                 start_at: None,
                 epoch: None,
+                kills: Vec::new(),
                 prefix: cfg.prefix.clone(),
                 driver: DriverConfig {
                     batch: 256,

@@ -216,6 +216,28 @@ pub fn layout_for(
                 },
                 via: gw.ip,
             });
+            // An STSDR's T-switch carries the router's outgoing links (§I
+            // of Khan, Sahoo & Manjunath): the next hops share the
+            // senders' subnet but sit behind the router. The simulated
+            // hosts send everything through their balancer
+            // (`Network::first_hop_mac`); a kernel would take the
+            // connected route and bypass the router, so the other hosts
+            // of the domain get /32 routes via the balancer. The
+            // balancers and forwarders stay on-link (ARP for the gateway).
+            if let Some(d) = f.domain.filter(|_| sc.nodes[gw.node].is_balancer()) {
+                for m in &net.domains[d].members {
+                    if m.node != i && sc.nodes[m.node].is_host() {
+                        spec.routes.push(crate::lab::LabRoute {
+                            node: n.name.clone(),
+                            dst: Ipv4Net {
+                                addr: m.ip,
+                                prefix_len: 32,
+                            },
+                            via: gw.ip,
+                        });
+                    }
+                }
+            }
         }
     }
     let mut splits = Vec::new();
@@ -408,6 +430,10 @@ pub struct LiveOptions {
     /// The CLOCK_REALTIME instant scenario time 0 stands for (the start
     /// of traffic); `None`: when the lab starts.
     pub epoch: Option<Instant>,
+    /// Node failures: `kill -9` of these nodes' processes this long after
+    /// traffic starts (needs [`LiveOptions::processes`]), e.g. an STSDR
+    /// forwarder or its master, to see the others re-hash and elect.
+    pub kills: Vec<(String, Duration)>,
 }
 
 /// A placement and the machine this process plays.
@@ -507,6 +533,7 @@ impl Default for LiveOptions {
             traffic: TrafficSource::Kernel,
             realtime: true,
             epoch: None,
+            kills: Vec::new(),
         }
     }
 }
@@ -1015,9 +1042,18 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     }
     let opts = &opts_rt;
     say(&format!("building lab {}-* ...", opts.prefix));
-    // Start of traffic: a whole UTC second at least 1.5 s after the lab is
-    // up and its nodes open, so the routers and ARP are ready.
+    // Start of traffic: a whole UTC second at least 2 s (plus a second per
+    // node process) after the lab is up, so the nodes and ARP are ready.
     let t0_cell = std::cell::Cell::new(Instant::ZERO);
+    let lead = match &opts.processes {
+        Some(_) => sc
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| hosted_here(sc, i))
+            .count() as u64,
+        None => 0,
+    };
     // The tester's ports open before t0 is chosen: under load, opening and
     // locking five receive rings took seconds, and a tester that starts
     // after t0 sends its backlog at once (seen: every packet 1.2 s late).
@@ -1032,8 +1068,10 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         let now = clock::now();
         let t0 = match (opts.start_at, &opts.placement) {
             (Some(t), _) => t,
-            // 2 s: the routers' rings are opened after this choice.
-            (None, None) => Instant(((now + Duration::from_millis(2000)).0 / sec + 1) * sec),
+            // The routers' rings are opened after this choice (2 s), and
+            // node processes each load the scenario and open their ports
+            // (seen: over 3 s for six processes at load average 15).
+            (None, None) => Instant(((now + Duration::from_secs(2 + lead)).0 / sec + 1) * sec),
             (None, Some(_)) => Instant(((now.0 + 5 * sec) / (10 * sec) + 1) * 10 * sec),
         };
         t0_cell.set(t0);
@@ -1046,6 +1084,47 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     })?;
     let t0 = t0_cell.get();
     let net = live.net.clone();
+    if clock::now() + Duration::from_millis(300) > t0 {
+        return Err(format!(
+            "the lab came up {:.1} s after the start of traffic it was given; the machine is too loaded, retry",
+            clock::now().saturating_since(t0).as_secs_f64()
+        ));
+    }
+    // Node failures (`--kill NODE@T`): SIGKILL at t0 + T, from a thread
+    // of their own while the traffic runs.
+    let mut kills = Vec::new();
+    for (name, at) in &opts.kills {
+        let pid = live.node_pid(name).ok_or_else(|| {
+            format!("cannot kill node {name}: it is not a node process of this lab (kills need --processes)")
+        })?;
+        kills.push((t0 + *at, name.clone(), pid, *at));
+    }
+    kills.sort();
+    let killer = {
+        let stop = stop.clone();
+        let verbose = opts.verbose;
+        std::thread::spawn(move || {
+            let mut killed = Vec::new();
+            for (at, name, pid, after) in kills {
+                while clock::now() < at && !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                // SAFETY: kill(2) on a child of this process (reaped by `Procs`).
+                let r = unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                if verbose {
+                    eprintln!("kill -9 {name} (pid {pid}) at +{after}");
+                }
+                killed.push(serde_json::json!({
+                    "node": name,
+                    "pid": pid,
+                    "at_s": after.as_secs_f64(),
+                    "late_ns": clock::now().saturating_since(at).as_nanos(),
+                    "ok": r == 0,
+                }));
+            }
+            killed
+        })
+    };
     let (gens, flows_stats, sink_counters, tester) = match opts.traffic {
         TrafficSource::Kernel => {
             let (g, f, c) = kernel_traffic(sc, &live, t0, drain, &stop, &say)?;
@@ -1068,6 +1147,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             (g.into_iter().map(Some).collect(), f, Vec::new(), Some(t))
         }
     };
+    let killed = killer.join().map_err(|_| "kill thread panicked")?;
     let NodeReports {
         reports,
         driver: dr,
@@ -1122,6 +1202,9 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     if !placement.is_empty() {
         results.extra.insert("realtime".into(), js(&placement));
     }
+    if !killed.is_empty() {
+        results.extra.insert("killed".into(), js(&killed));
+    }
     let buckets = sc
         .flows
         .iter()
@@ -1156,7 +1239,7 @@ fn kernel_traffic(
     drain: Duration,
     stop: &Arc<AtomicBool>,
     say: &dyn Fn(&str),
-) -> Result<(Vec<Option<GenReport>>, SinkFlows, Vec<SinkCounters>), String> {
+) -> Result<KernelTraffic, String> {
     let sec = 1_000_000_000;
     let end = t0 + sc.duration;
     let net = live.net.clone();
@@ -1266,6 +1349,11 @@ fn kernel_traffic(
         .collect::<Result<_, _>>()?;
     Ok((gens, flows_stats, sink_counters))
 }
+
+/// What the hosts' kernels measured: per flow its generator's report
+/// (`None` when its source is on another machine), the sinks' flows and
+/// counters.
+type KernelTraffic = (Vec<Option<GenReport>>, SinkFlows, Vec<SinkCounters>);
 
 /// The hosts a tester drives and its ports on their interfaces.
 type TesterPorts = (Vec<usize>, Vec<(crate::tester::PortSpec, AfPacket)>);

@@ -143,6 +143,44 @@ pub struct GenReport {
     pub lateness: LatenessSummary,
 }
 
+/// A UDP socket bound with SO_REUSEADDR: a scenario may give two flows of
+/// one host the same source port towards different destinations (the STSDR
+/// scenarios' flows differ by destination only), which the simulator
+/// allows and a plain `bind` refuses with EADDRINUSE. Generators only
+/// send, so sharing the port loses nothing.
+fn bind_shared(addr: SocketAddrV4) -> io::Result<UdpSocket> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a plain socket(2) call; the descriptor is owned by the
+    // UdpSocket below (closed on every error path by its Drop).
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh socket nobody else owns.
+    let sock = unsafe { UdpSocket::from_raw_fd(fd) };
+    set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*addr.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: passes a live sockaddr_in of the size given.
+    let r = unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
 fn set_int_opt(sock: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
     // SAFETY: passes a live c_int of the right size to setsockopt.
     let r = unsafe {
@@ -169,7 +207,7 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
     let bind = cfg
         .bind
         .unwrap_or_else(|| SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
-    let sock = UdpSocket::bind(bind)?;
+    let sock = bind_shared(bind)?;
     set_int_opt(
         &sock,
         libc::IPPROTO_IP,

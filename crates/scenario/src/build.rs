@@ -172,6 +172,9 @@ pub fn build_forwarder(
     cfg.master_timeout = p.master_timeout;
     cfg.vlan = Some(Vlan::new(p.vlan));
     cfg.mtu = p.mtu;
+    cfg.heartbeat = p.heartbeat;
+    cfg.ds_loss = p.ds_loss;
+    cfg.loss_seed = sc.seed;
     Forwarder::new(cfg, routes)
 }
 

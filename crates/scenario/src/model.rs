@@ -354,6 +354,12 @@ pub struct StsdrParams {
     pub master_timeout: Option<Duration>,
     /// Balancers' liveness timeout (forwarder silent this long: re-hash).
     pub balancer_timeout: Duration,
+    /// No-WFQ forwarders' heartbeat interval (DS frames with no state, so
+    /// balancers and peers know they are alive; 0: none).
+    pub heartbeat: Duration,
+    /// Fault injection: each forwarder loses each DS frame it receives
+    /// with this probability (0: none).
+    pub ds_loss: f64,
 }
 
 /// `kind = "rether"`: a station's id on its segment (lower ids win

@@ -58,6 +58,8 @@ pub struct Stsdr {
     pub fe_timeout: Option<S<String>>,
     pub master_timeout: Option<S<String>>,
     pub balancer_timeout: Option<S<String>>,
+    pub heartbeat: Option<S<String>>,
+    pub ds_loss: Option<S<f64>>,
     pub costs: Option<S<StsdrCosts>>,
 }
 

@@ -132,6 +132,11 @@ pub struct LabRunArgs {
     /// process, so that killing one is a real node failure.
     #[arg(long)]
     pub processes: bool,
+    /// `kill -9` a node's process this long after traffic starts:
+    /// NODE@TIME, e.g. fe2@1.5s (a real node failure; needs --processes).
+    /// Repeatable.
+    #[arg(long, value_name = "NODE@TIME")]
+    pub kill: Vec<String>,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
@@ -242,6 +247,18 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
         let (np, t) = node_processes(&a.sc)?;
         o.processes = Some(np);
         _tmp = t;
+    }
+    for k in &a.kill {
+        let (node, at) = k
+            .split_once('@')
+            .ok_or_else(|| anyhow!("--kill {k}: expected NODE@TIME, e.g. fe2@1.5s"))?;
+        if sc.node_index(node).is_none() {
+            anyhow::bail!("--kill {k}: the scenario has no node {node}");
+        }
+        if !a.processes {
+            anyhow::bail!("--kill {k}: needs --processes (each node its own process)");
+        }
+        o.kills.push((node.to_string(), crate::args::parse_duration(at)?));
     }
     let run = labrun::run(&sc, &o, stop).map_err(|e| anyhow!("{}: {e}", sc.name))?;
     let r = &run.results;

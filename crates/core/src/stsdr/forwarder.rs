@@ -196,6 +196,13 @@ pub struct ForwarderConfig {
     /// No-WFQ mode: interval between heartbeat DS frames (0: none).
     pub heartbeat: Duration,
     pub arp: ArpConfig,
+    /// Fault injection: the probability (0..=1) that this forwarder loses
+    /// a DS frame it receives (counted `ds_loss_injected`), drawn from a
+    /// stream seeded by `loss_seed` and the FE id, so every run replays.
+    /// §IV-A's lost broadcasts, for the DS-loss-vs-fairness sweep; each
+    /// receiver loses independently, so views really diverge.
+    pub ds_loss: f64,
+    pub loss_seed: u64,
 }
 
 impl ForwarderConfig {
@@ -238,6 +245,8 @@ impl ForwarderConfig {
             stamp_unit: Duration::from_nanos(100),
             heartbeat: Duration::from_millis(1),
             arp: ArpConfig::default(),
+            ds_loss: 0.0,
+            loss_seed: 0,
         }
     }
     pub fn dims(&self) -> Dims {
@@ -285,6 +294,12 @@ impl ForwarderConfig {
         let d = self.dims();
         d.validate()?;
         let what = format!("forwarder {}", self.name);
+        if !(0.0..=1.0).contains(&self.ds_loss) {
+            return Err(format!(
+                "{what}: ds_loss {} is not a probability in 0..=1",
+                self.ds_loss
+            ));
+        }
         if self.id >= self.forwarders {
             return Err(format!(
                 "{what}: id {} is not below M = {}",
@@ -408,6 +423,8 @@ struct ArpPending {
 /// An STSDR forwarder (see the module docs).
 pub struct Forwarder {
     cfg: ForwarderConfig,
+    /// The fault injector's random stream (splitmix64 state).
+    loss_rng: u64,
     /// Traffic copies (a flooding switch's) for other stations, filtered.
     filtered_traffic: u64,
     dims: Dims,
@@ -502,6 +519,7 @@ impl Forwarder {
             alive: vec![true; m],
             heard: vec![false; m],
             next_heartbeat: Instant::ZERO,
+            loss_rng: cfg.loss_seed ^ (cfg.id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             last_decision: None,
             log: VecDeque::new(),
             log_cap: 0,
@@ -593,6 +611,16 @@ impl Forwarder {
     fn qi(&self, ol: usize, class: usize) -> Option<usize> {
         (ol < self.dims.outlinks && class < self.dims.classes).then_some(ol * self.dims.classes + class)
     }
+    /// One Bernoulli(ds_loss) draw (splitmix64, Steele et al. 2014).
+    fn draw_loss(&mut self) -> bool {
+        self.loss_rng = self.loss_rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.loss_rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 11) as f64 / (1u64 << 53) as f64) < self.cfg.ds_loss
+    }
+
     fn bump(&mut self, name: &'static str) {
         self.add(name, 1);
     }
@@ -1412,6 +1440,10 @@ impl Node for Forwarder {
         let dst = wire::eth_dst(&frame);
         let broadcast = dst == Some(MacAddr::BROADCAST);
         if ds::is_ds(&frame) {
+            if self.cfg.ds_loss > 0.0 && self.draw_loss() {
+                self.bump("ds_loss_injected");
+                return;
+            }
             self.handle_ds(now, rx, &frame);
             return;
         }

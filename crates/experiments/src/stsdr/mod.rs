@@ -5,9 +5,12 @@
 //! per-frame CPU time on the forwarders; fairness (Tables I and V) from the
 //! scheduling-level comparison `qosnet_core::stsdr::fairness` (distributed
 //! vs qosnet's exact centralised WFQ vs the GPS fluid), which runs the
-//! paper's 10⁶ rounds in seconds.
+//! paper's 10⁶ rounds in seconds. Live (`--live`, `live.rs`): L-DS
+//! against no WFQ on a lab where every node is its own process.
 
+mod live;
 mod sim;
+mod trace;
 
 use crate::{Embedded, Experiment};
 
@@ -16,6 +19,8 @@ pub(crate) static SCENARIOS: &[Embedded] = &[
     embed!("scenarios/stsdr/mds.toml"),
     embed!("scenarios/stsdr/lds.toml"),
     embed!("scenarios/stsdr/nowfq.toml"),
+    embed!("scenarios/stsdr/live.toml"),
+    embed!("scenarios/stsdr/live-nowfq.toml"),
 ];
 
 pub static EXPERIMENT: Experiment = Experiment {
@@ -24,5 +29,5 @@ pub static EXPERIMENT: Experiment = Experiment {
         "Distributed WFQ on the STSDR (seed 003): Tables I-V, S-DS/M-DS/L-DS vs no WFQ, fairness vs GPS",
     scenarios: SCENARIOS,
     sim: sim::run,
-    live: None,
+    live: Some(live::run),
 };

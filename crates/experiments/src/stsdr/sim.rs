@@ -1,8 +1,9 @@
 //! `qosnet reproduce stsdr`: Tables I–V and the fairness–throughput
 //! trade-off of L-DS; `--out DIR` writes `DIR/stsdr/tradeoff.svg`.
 //! `--set rounds=N` sets the scheduling rounds of Tables I and V (default
-//! 10⁵; the paper's 10⁶ takes ~15 s more); every other `--set` goes to the
-//! scenarios.
+//! 10⁵; the paper's 10⁶ takes ~15 s more); `--set trace=FILE.pcap` takes
+//! their variable sizes from a capture instead of the IMIX (`trace.rs`);
+//! every other `--set` goes to the scenarios.
 
 use std::path::Path;
 
@@ -23,17 +24,17 @@ use crate::RunOptions;
 const IMIX: [u16; 12] = [40, 40, 40, 40, 40, 40, 40, 576, 576, 576, 576, 1500];
 
 /// One throughput measurement of the whole simulator.
-struct Tput {
+pub(super) struct Tput {
     /// Output packets per second per forwarder (the paper's unit: OL
     /// output over the window, divided by M).
-    kpps: f64,
+    pub kpps: f64,
     /// DS frames not heard in their cycle, of those expected.
-    lost_ds_pct: f64,
+    pub lost_ds_pct: f64,
     /// Packets offered per forwarder per second.
-    input_kpps: f64,
+    pub input_kpps: f64,
 }
 
-fn measure(sc: &Scenario, r: &Results) -> Tput {
+pub(super) fn measure(sc: &Scenario, r: &Results) -> Tput {
     let iv = (r.duration_s - r.warmup_s).max(1e-9);
     let p = sc.stsdr.as_ref();
     let outl: Vec<String> = p
@@ -56,7 +57,10 @@ fn measure(sc: &Scenario, r: &Results) -> Tput {
     }
 }
 
-fn sim_jobs(variants: Vec<(usize, Vec<String>)>, sets: &[String]) -> Vec<Job<'static, (Scenario, Results)>> {
+pub(super) fn sim_jobs(
+    variants: Vec<(usize, Vec<String>)>,
+    sets: &[String],
+) -> Vec<Job<'static, (Scenario, Results)>> {
     variants
         .into_iter()
         .map(|(i, mut extra)| {
@@ -89,7 +93,7 @@ fn fairness(rounds: u64, variant: Variant, sizes: Sizes) -> Result<FairnessRepor
     compare(&run).map_err(|e| anyhow!(e))
 }
 
-fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant) -> Result<()> {
+fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant, variable: &[u16]) -> Result<()> {
     outln!(
         "\nTable {name}: bytes per class on OL_1 after {rounds} rounds, centralised WFQ vs {} (M = N = K = 3, equal weights, random ties, seed 1)",
         variant.name()
@@ -109,7 +113,7 @@ fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant) -> R
     );
     for (key, sizes) in [
         ("64", Sizes::Fixed(64)),
-        ("variable", Sizes::Trace(IMIX.to_vec())),
+        ("variable", Sizes::Trace(variable.to_vec())),
     ] {
         let rep = fairness(rounds, variant, sizes)?;
         let paper = paper_row(sc, name, key);
@@ -127,7 +131,11 @@ fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant) -> R
                     if key == "64" {
                         "64 B"
                     } else {
-                        "IMIX"
+                        if variable == IMIX {
+                            "IMIX"
+                        } else {
+                            "pcap"
+                        }
                     }
                 } else {
                     ""
@@ -157,7 +165,12 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     // `rounds=N` is this experiment's own; the rest go to the scenarios.
     let mut rounds = 100_000u64;
     let mut sets = Vec::new();
+    let mut trace = None;
     for s in o.overrides.sets() {
+        if let Some(p) = s.strip_prefix("trace=") {
+            trace = Some(p.trim_matches('"').to_string());
+            continue;
+        }
         match s.strip_prefix("rounds=") {
             Some(v) => {
                 rounds = v
@@ -202,6 +215,21 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     for l in curve_l.iter().filter(|l| !lds_l.contains(l)) {
         jobs.push((2, vec![format!("stsdr.l={l}")]));
     }
+    // DS-frame loss vs fairness: class 1 offered twice the others' load
+    // on every OL, so a scheduler that is not fair shows it (no WFQ
+    // serves arrivals: 50/25/25 %); L-DS l = 25 with each forwarder
+    // losing each DS frame it receives with probability p.
+    let loss_base = jobs.len();
+    let double: Vec<String> = ["g1", "g2"]
+        .iter()
+        .flat_map(|g| (1..=3).map(move |j| format!("flow.{g}_ol{j}_c1*.rate=5200pps")))
+        .collect();
+    for p in DS_LOSS {
+        let mut v = double.clone();
+        v.push(format!("stsdr.ds_loss={p}"));
+        jobs.push((2, v));
+    }
+    jobs.push((3, double.clone()));
     let runs = run::parallel(sim_jobs(jobs, &sets))?;
     let t: Vec<Tput> = runs.iter().map(|(sc, r)| measure(sc, r)).collect();
 
@@ -304,8 +332,21 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         100.0
     );
 
-    print_fairness("I", &base, rounds, Variant::Sds)?;
-    print_fairness("V", &lds, rounds, Variant::Lds { packets: 25 })?;
+    let variable = match &trace {
+        Some(path) => {
+            let t = super::trace::read(std::path::Path::new(path))?;
+            let mean = t.sizes.iter().map(|&s| s as f64).sum::<f64>() / t.sizes.len() as f64;
+            outln!(
+                "\nvariable sizes: {path}, {} IP packets (mean {mean:.1} B), {} non-IP skipped",
+                t.sizes.len(),
+                t.skipped
+            );
+            t.sizes
+        }
+        None => IMIX.to_vec(),
+    };
+    print_fairness("I", &base, rounds, Variant::Sds, &variable)?;
+    print_fairness("V", &lds, rounds, Variant::Lds { packets: 25 }, &variable)?;
 
     // Beyond the paper: what L-DS trades. Throughput from the simulator,
     // fairness as the largest per-class byte difference from centralised
@@ -356,6 +397,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         );
         curve.push((l, x.kpps, diff, lag));
     }
+    print_ds_loss(&runs[loss_base..]);
     if let Some(dir) = &o.out {
         let dir = dir.join("stsdr");
         std::fs::create_dir_all(&dir)?;
@@ -364,6 +406,71 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         outln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// DS-loss probabilities of the loss-vs-fairness table.
+const DS_LOSS: [f64; 5] = [0.0, 0.05, 0.10, 0.15, 0.20];
+
+/// Bytes per class delivered on OL_1 (flows `*_ol1_c<k>_*`) in the window.
+fn ol1_class_bytes(r: &Results) -> [f64; 3] {
+    let iv = (r.duration_s - r.warmup_s).max(1e-9);
+    let mut b = [0.0; 3];
+    for f in &r.flows {
+        let Some(rest) = f.name.split_once("_ol1_c").map(|x| x.1) else {
+            continue;
+        };
+        if let Some(k) = rest.chars().next().and_then(|c| c.to_digit(10)) {
+            if (1..=3).contains(&k) {
+                b[k as usize - 1] += f.throughput_bps * iv / 8.0;
+            }
+        }
+    }
+    b
+}
+
+fn print_ds_loss(runs: &[(Scenario, Results)]) {
+    outln!("\nDS-frame loss vs fairness (beyond the paper): L-DS l = 25, class 1 offered 2x, equal weights;");
+    outln!("each forwarder loses each DS frame it receives with probability p ([stsdr] ds_loss); shares of OL_1 bytes");
+    outln!(
+        "{:>7} {:>9} {:>9} {:>9} {:>16} {:>10} {:>8} {:>12}",
+        "p",
+        "class 1 %",
+        "class 2 %",
+        "class 3 %",
+        "max off 1/3 (pt)",
+        "Jain",
+        "kpps",
+        "DS lost"
+    );
+    for (i, (sc, r)) in runs.iter().enumerate() {
+        let b = ol1_class_bytes(r);
+        let tot: f64 = b.iter().sum::<f64>().max(1e-9);
+        let jain = tot * tot / (3.0 * b.iter().map(|x| x * x).sum::<f64>().max(1e-9));
+        let off = b
+            .iter()
+            .map(|x| (100.0 * x / tot - 100.0 / 3.0).abs())
+            .fold(0.0, f64::max);
+        let lost: u64 = r
+            .nodes
+            .iter()
+            .filter_map(|n| n.counters.get("ds_loss_injected"))
+            .sum();
+        let label = match DS_LOSS.get(i) {
+            Some(p) => format!("{:.0} %", 100.0 * p),
+            None => "no WFQ".into(),
+        };
+        outln!(
+            "{:>7} {:>9.2} {:>9.2} {:>9.2} {:>16.2} {:>10.5} {:>8.1} {:>12}",
+            label,
+            100.0 * b[0] / tot,
+            100.0 * b[1] / tot,
+            100.0 * b[2] / tot,
+            off,
+            jain,
+            measure(sc, r).kpps,
+            lost
+        );
+    }
 }
 
 fn plot(path: &Path, curve: &[(u32, f64, f64, f64)], nowfq: f64) -> Result<(), Box<dyn std::error::Error>> {

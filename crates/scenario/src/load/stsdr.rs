@@ -274,6 +274,17 @@ pub(super) fn stsdr(
             .map(|v| cx.dur_max(v, MAX_RUN, what, "timeouts are milliseconds"))
             .transpose()
     };
+    let ds_loss = match &s.ds_loss {
+        Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
+            return Err(cx.err(
+                v.span(),
+                format!("ds_loss = {} is not a probability", v.get_ref()),
+                "give the fraction of DS frames each forwarder loses, 0.0 to 1.0 (0.05 = 5 %)",
+            ))
+        }
+        Some(v) => *v.get_ref(),
+        None => 0.0,
+    };
     Ok(Some(StsdrParams {
         variant,
         t_br,
@@ -289,6 +300,8 @@ pub(super) fn stsdr(
         fe_timeout: opt(&s.fe_timeout, "fe_timeout")?,
         master_timeout: opt(&s.master_timeout, "master_timeout")?,
         balancer_timeout: opt(&s.balancer_timeout, "balancer_timeout")?.unwrap_or(Duration::from_millis(10)),
+        heartbeat: opt(&s.heartbeat, "heartbeat")?.unwrap_or(Duration::from_millis(1)),
+        ds_loss,
     }))
 }
 
