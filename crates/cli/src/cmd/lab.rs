@@ -151,7 +151,8 @@ pub struct LabRunArgs {
     /// interfaces: exact send times on the CTR, kernel receive
     /// timestamps, as the paper's RouterTester), `kernel` (UDP generators
     /// and sinks on the hosts' own stacks) or `auto` (the tester for
-    /// scenarios with a [tdp] section, else kernel).
+    /// scenarios with a [tdp] section unless --placement splits the lab,
+    /// else kernel).
     #[arg(long, default_value = "auto")]
     pub traffic: String,
     /// With the tester, do not pin the router thread and the tester to
@@ -235,7 +236,15 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
     o.start_at = a
         .start_at
         .map(|s| qosnet_core::time::Instant(s.saturating_mul(1_000_000_000)));
-    o.traffic = crate::args::parse_traffic(&a.traffic)?.unwrap_or_else(|| labrun::TrafficSource::auto(&sc));
+    // `auto`: the tester for TDP testbeds, but a split lab's hosts are on
+    // several machines, which one tester cannot drive.
+    o.traffic = crate::args::parse_traffic(&a.traffic)?.unwrap_or_else(|| {
+        if o.placement.is_some() {
+            labrun::TrafficSource::Kernel
+        } else {
+            labrun::TrafficSource::auto(&sc)
+        }
+    });
     o.realtime = !a.no_realtime;
     // Served (in the root namespace) until this command returns.
     let _metrics = a.metrics.start()?;
