@@ -737,12 +737,21 @@ fn tdp_testbed_live_fifo_and_tdp() {
     let stall = tdp.extra["timer_noise"]["spin_gaps"]["max_ns"]
         .as_u64()
         .unwrap_or(u64::MAX);
-    if worst >= 250_000 || stall >= 250_000 {
+    // The senders too: these are the hosts' kernel UDP generators, and a
+    // packet sent a TF late has lost its slot (a CI run lost 26 of 3 120
+    // with the router at most 243 us late and the machine's spin gaps at
+    // 82 us: the generators were the late ones).
+    let senders = tdp.extra["generator_lateness"]
+        .as_object()
+        .map(|m| m.values().filter_map(|v| v["max_ns"].as_u64()).max().unwrap_or(0))
+        .unwrap_or(u64::MAX);
+    if worst >= 250_000 || stall >= 250_000 || senders >= 250_000 {
         use std::io::Write as _;
         let _ = writeln!(
             std::io::stderr(),
             "NOTE {}:{}: TDP zero loss and jitter below FIFO not checked: the router thread was \
-             {worst} ns late at worst and the machine stalled for {stall} ns (see docs/live.md)",
+             {worst} ns late at worst, the machine stalled for {stall} ns and the senders were \
+             {senders} ns late (see docs/live.md; `--traffic tester` sends on time)",
             file!(),
             line!()
         );
