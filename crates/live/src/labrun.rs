@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 use qosnet_core::time::{Duration, Instant};
 use qosnet_scenario::build::{tdp_setup, BuildOpts, Setup};
-use qosnet_scenario::results::{DelayStats, EngineResult, FlowResult, LinkResult, NodeResult, Results};
+use qosnet_scenario::results::{EngineResult, FlowResult, LinkResult, NodeResult, Results};
 use qosnet_scenario::topo::Network;
 use qosnet_scenario::Scenario;
 use serde::Serialize;
@@ -1502,14 +1502,7 @@ fn results(
                 fr.received = r.received;
                 fr.lost = sent.saturating_sub(r.received);
                 fr.reordered = r.reordered;
-                fr.delay_ns = DelayStats {
-                    min: r.delay_ns.min,
-                    mean: r.delay_ns.mean,
-                    p50: r.delay_ns.p50,
-                    p99: r.delay_ns.p99,
-                    p999: r.delay_ns.p999,
-                    max: r.delay_ns.max,
-                };
+                fr.delay_ns = r.delay_ns;
                 fr.jitter_ns = r.jitter_ns;
                 fr.throughput_bps = r.received_ip_bytes as f64 * 8.0 / interval;
             }

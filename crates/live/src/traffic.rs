@@ -306,16 +306,8 @@ fn errno_name(e: &io::Error) -> String {
     }
 }
 
-/// Delay statistics in nanoseconds (the results schema's `delay_ns`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct DelayStats {
-    pub min: u64,
-    pub mean: f64,
-    pub p50: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
-}
+/// Delay statistics in nanoseconds: the results schema's `delay_ns`.
+pub use qosnet_scenario::results::DelayStats;
 
 /// Per-flow results, shaped like the results schema's flow entries.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -484,14 +476,7 @@ impl FlowStats {
         // Quantiles clamped to the exact min and max (min <= p50 <= p99 <=
         // p99.9 <= max), see `qosnet_core::stats`.
         let s = self.hist.summary();
-        let delay_ns = DelayStats {
-            min: s.min,
-            mean: s.mean,
-            p50: s.p50,
-            p99: s.p99,
-            p999: s.p999,
-            max: s.max,
-        };
+        let delay_ns = DelayStats::from(s);
         let first = self.first_rx.unwrap_or(Instant::ZERO);
         let span = self.last_rx.saturating_since(first).as_secs_f64();
         // Bytes after the first arrival over the time since it: n packets

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Serialize, Deserialize, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, Default, PartialEq)]
 #[serde(default)]
 pub struct DelayStats {
     pub min: u64,
@@ -13,6 +13,22 @@ pub struct DelayStats {
     pub p99: u64,
     pub p999: u64,
     pub max: u64,
+}
+
+/// A delay histogram's summary (quantiles clamped to the exact min and
+/// max, see `qosnet_core::stats`) as the schema's `delay_ns`: the one
+/// conversion the simulator's and the live sinks share.
+impl From<qosnet_core::stats::DelaySummary> for DelayStats {
+    fn from(s: qosnet_core::stats::DelaySummary) -> Self {
+        DelayStats {
+            min: s.min,
+            mean: s.mean,
+            p50: s.p50,
+            p99: s.p99,
+            p999: s.p999,
+            max: s.max,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]

@@ -68,14 +68,7 @@ impl FlowStat {
     pub fn result(&self, interval_s: f64) -> FlowResult {
         let n = self.received;
         let s = self.hist.summary();
-        let delay = DelayStats {
-            min: s.min,
-            mean: s.mean,
-            p50: s.p50,
-            p99: s.p99,
-            p999: s.p999,
-            max: s.max,
-        };
+        let delay = DelayStats::from(s);
         FlowResult {
             name: self.name.clone(),
             sent: self.sent,
