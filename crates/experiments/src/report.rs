@@ -301,77 +301,96 @@ pub fn lateness_text(l: &LatenessSummary) -> String {
 
 /// RETHER stations' sessions and NRT access (`nodes[].details`), if the
 /// run has any: per session units sent and received, late units, RT
-/// visit intervals; per station NRT revisit interval and switch times.
+/// visit intervals; per station NRT revisit interval and switch times;
+/// per bridge (§2.5) what it relayed and each of its segments' stations.
 pub fn rether_table(r: &Results) -> String {
     let mut s = String::new();
-    let ms = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{:.3}", x / 1e6));
+    let head =
+        "RETHER stations: RT sessions (visit interval in ms) and NRT access (mean ms between NRT visits)\n";
     for n in &r.nodes {
         let Some(d) = &n.details else { continue };
-        if d.get("station_id").is_none() {
-            continue;
-        }
-        if s.is_empty() {
-            s.push_str("RETHER stations: RT sessions (visit interval in ms) and NRT access (mean ms between NRT visits)\n");
-        }
-        let nrt = &d["nrt_visit_interval"];
-        let switch: Vec<String> = d["switch_times_ns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|v| format!("{} ms", ms(v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  {} (id {}, RETHER {}): NRT access {} ms over {} visits{}",
-            n.name,
-            d["station_id"],
-            d["rether"].as_str().unwrap_or("?"),
-            ms(&nrt["mean_ns"]),
-            nrt["count"],
-            if switch.is_empty() {
-                String::new()
-            } else {
-                format!(", switched to RETHER in {}", switch.join(", "))
+        if d.get("station_id").is_some() {
+            if s.is_empty() {
+                s.push_str(head);
             }
-        );
-        for x in d["sessions"].as_array().into_iter().flatten() {
-            if x["role"] == "sender" {
-                let iv = &x["rt_visit_interval"];
-                let state = match (x.get("admitted_at_ns"), x.get("refused")) {
-                    (Some(_), _) => "admitted".to_string(),
-                    (None, Some(r)) => format!("refused: {}", r.as_str().unwrap_or("")),
-                    _ => "not admitted".to_string(),
-                };
-                let _ = writeln!(
-                    s,
-                    "    send {} ({}, {} B/TRT): {} units sent of {}, RT visits {} apart (min {} max {}), {}",
-                    x["flow"].as_str().unwrap_or(""),
-                    x["session"].as_str().unwrap_or(""),
-                    x["bytes_per_trt"],
-                    x["units_sent"],
-                    x["units_generated"],
-                    ms(&iv["mean_ns"]),
-                    ms(&iv["min_ns"]),
-                    ms(&iv["max_ns"]),
-                    state
-                );
-            } else {
-                let _ = writeln!(
-                    s,
-                    "    recv {} ({}): {} units, {} incomplete, {} late of {} in the window ({}%), worst {} ms after expected",
-                    x["flow"].as_str().unwrap_or(""),
-                    x["session"].as_str().unwrap_or(""),
-                    x["units_received"],
-                    x["units_incomplete"],
-                    x["late_units"],
-                    x["units_in_window"],
-                    x["late_percent"],
-                    ms(&x["max_lateness_ns"])
-                );
+            station_lines(&mut s, &n.name, d, "  ");
+        } else if let Some(ports) = d.get("ports").filter(|_| d.get("bridge").is_some()) {
+            if s.is_empty() {
+                s.push_str(head);
+            }
+            let _ = writeln!(
+                s,
+                "  {} (bridge): relayed {} RT units and {} ordinary frames, flooded {}, {} for nobody behind it",
+                n.name, d["rt_relayed"], d["nrt_relayed"], d["flooded"], d["unknown_dst"]
+            );
+            for p in ports.as_array().into_iter().flatten() {
+                let name = format!("{} port {}", n.name, p["port"]);
+                station_lines(&mut s, &name, &p["station"], "    ");
             }
         }
     }
     s
+}
+
+fn station_lines(s: &mut String, name: &str, d: &serde_json::Value, indent: &str) {
+    let ms = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{:.3}", x / 1e6));
+    let nrt = &d["nrt_visit_interval"];
+    let switch: Vec<String> = d["switch_times_ns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| format!("{} ms", ms(v)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "{indent}{} (id {}, RETHER {}): NRT access {} ms over {} visits{}",
+        name,
+        d["station_id"],
+        d["rether"].as_str().unwrap_or("?"),
+        ms(&nrt["mean_ns"]),
+        nrt["count"],
+        if switch.is_empty() {
+            String::new()
+        } else {
+            format!(", switched to RETHER in {}", switch.join(", "))
+        }
+    );
+    for x in d["sessions"].as_array().into_iter().flatten() {
+        if x["role"] == "sender" {
+            let iv = &x["rt_visit_interval"];
+            let state = match (x.get("admitted_at_ns"), x.get("refused")) {
+                (Some(_), _) => "admitted".to_string(),
+                (None, Some(r)) => format!("refused: {}", r.as_str().unwrap_or("")),
+                _ => "not admitted".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "{indent}  send {} ({}, {} B/TRT): {} units sent of {}, RT visits {} apart (min {} max {}), {}",
+                x["flow"].as_str().unwrap_or(""),
+                x["session"].as_str().unwrap_or(""),
+                x["bytes_per_trt"],
+                x["units_sent"],
+                x["units_generated"],
+                ms(&iv["mean_ns"]),
+                ms(&iv["min_ns"]),
+                ms(&iv["max_ns"]),
+                state
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{indent}  recv {} ({}): {} units, {} incomplete, {} late of {} in the window ({}%), worst {} ms after expected",
+                x["flow"].as_str().unwrap_or(""),
+                x["session"].as_str().unwrap_or(""),
+                x["units_received"],
+                x["units_incomplete"],
+                x["late_units"],
+                x["units_in_window"],
+                x["late_percent"],
+                ms(&x["max_lateness_ns"])
+            );
+        }
+    }
 }
 
 #[cfg(test)]

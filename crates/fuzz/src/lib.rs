@@ -80,6 +80,10 @@ const NODE_SCENARIOS: &[(&str, &str)] = &[
     ),
     ("stsdr-lds", include_str!("../../../scenarios/stsdr/lds.toml")),
     ("stsdr-sds", include_str!("../../../scenarios/stsdr/sds.toml")),
+    (
+        "rether-bridged",
+        include_str!("../../../scenarios/rether/bridged.toml"),
+    ),
 ];
 
 /// The scenario `--set` arguments are applied to.

@@ -43,7 +43,14 @@ fn regressions_stay_fixed() {
 #[test]
 fn node_target_covers_every_kind() {
     let kinds = qosnet_fuzz::node_kinds();
-    for k in ["router", "switch", "rether", "stsdr-balancer", "stsdr-forwarder"] {
+    for k in [
+        "router",
+        "switch",
+        "rether",
+        "rether-bridge",
+        "stsdr-balancer",
+        "stsdr-forwarder",
+    ] {
         assert!(kinds.contains(&k), "no {k} among {kinds:?}");
     }
     assert!(

@@ -5,7 +5,7 @@
 //! here, so a scenario means the same router in both modes; they differ
 //! only in [`BuildOpts`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
 use qosnet_core::flow::FlowKey;
@@ -22,6 +22,7 @@ use qosnet_core::wire::IPPROTO_UDP;
 use qosnet_core::{Duration, Framing, Instant};
 
 use crate::model::{NodeKind, RouterSpec, Scenario, SchedKind, StsdrParams, SwitchSpec};
+use crate::rethertopo::RetherTopo;
 use crate::tdpplan::{self, TdpPlan};
 use crate::topo::Network;
 
@@ -82,6 +83,7 @@ pub fn build_node(
         NodeKind::StsdrForwarder(_) => Some(Box::new(build_forwarder(sc, net, i, opts)?)),
         NodeKind::StsdrBalancer(_) => Some(Box::new(build_balancer(sc, net, i)?)),
         NodeKind::Rether(_) => Some(Box::new(build_rether(sc, net, i, opts.epoch)?)),
+        NodeKind::RetherBridge(_) => Some(Box::new(build_rether_bridge(sc, net, i, opts.epoch)?)),
     })
 }
 
@@ -208,38 +210,132 @@ pub fn build_balancer(sc: &Scenario, net: &Network, i: usize) -> Result<Balancer
     Balancer::new(cfg)
 }
 
-/// The RETHER station of node `i` with its host's applications: every
-/// station of the scenario is a member of the segment (§2.2.2's N), the
-/// protocol parameters are `[rether]`'s, and each `rt` flow is a session
-/// whose number its sender and receiver agree on (the k-th rt flow a
-/// station sends is its session k, opened in flow order).
+/// The RETHER station of node `i` with its host's applications: the
+/// members of its segment's token (§2.2.2's N) are the stations and
+/// bridges on that segment, the protocol parameters are `[rether]`'s, and
+/// each `rt` flow is a session whose number its sender and receiver agree
+/// on (the k-th sub-connection a station sends on a segment is its
+/// session k there, in flow order; a flow crossing bridges is one
+/// sub-connection per segment, §2.5).
 pub fn build_rether(sc: &Scenario, net: &Network, i: usize, epoch: Instant) -> Result<RetherHost, String> {
+    let node = &sc.nodes[i];
+    if !node.is_rether() {
+        return Err(format!("node {} is not a RETHER station", node.name));
+    }
+    let topo = RetherTopo::new(&sc.nodes, &sc.links);
+    let faults = sc
+        .rether
+        .as_ref()
+        .map(|p| {
+            p.faults
+                .iter()
+                .filter(|(n, _)| *n == i)
+                .map(|(_, f)| shift_fault(f, epoch))
+                .collect()
+        })
+        .unwrap_or_default();
+    let port = rether_port(sc, net, &topo, i, 0, epoch, faults)?;
+    Ok(port.0)
+}
+
+/// A RETHER bridge (§2.5): one station per segment it joins, relaying the
+/// sub-connections of the `rt` flows that cross it.
+pub fn build_rether_bridge(
+    sc: &Scenario,
+    net: &Network,
+    i: usize,
+    epoch: Instant,
+) -> Result<qosnet_core::rether::bridge::RetherBridge, String> {
+    use qosnet_core::rether::bridge::{Admission, BridgePort, RetherBridge};
+    let topo = RetherTopo::new(&sc.nodes, &sc.links);
+    let mut ports = Vec::new();
+    let mut relay = BTreeMap::new();
+    let mut admit = Vec::new();
+    for (k, f) in net.nodes[i].ifaces.iter().enumerate() {
+        let (host, sends) = rether_port(sc, net, &topo, i, k, epoch, Vec::new())?;
+        for (fl, session) in sends {
+            relay.insert(sc.flows[fl].id, k as u16);
+            admit.push(Admission {
+                at: epoch + sc.flows[fl].start,
+                port: k as u16,
+                session,
+            });
+        }
+        let reach = topo
+            .side(&sc.nodes, i, f.peer)
+            .into_iter()
+            .filter(|&m| sc.nodes[m].is_rether())
+            .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
+            .flat_map(|mac| [mac, host_mac(mac)])
+            .collect();
+        ports.push(BridgePort { host, reach });
+    }
+    RetherBridge::new(sc.nodes[i].name.clone(), ports, relay, admit)
+}
+
+/// The station of node `i` on its port `port` (a station's only one, or
+/// one of a bridge's), with the sessions it sends and receives there.
+/// Also returns (flow index, session) of the sub-connections it sends.
+#[allow(clippy::type_complexity)]
+fn rether_port(
+    sc: &Scenario,
+    net: &Network,
+    topo: &RetherTopo,
+    i: usize,
+    port: usize,
+    epoch: Instant,
+    faults: Vec<qosnet_core::rether::app::Fault>,
+) -> Result<(RetherHost, Vec<(usize, qosnet_core::rether::SessionId)>), String> {
     use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig, TimingModel};
     let node = &sc.nodes[i];
-    let NodeKind::Rether(spec) = &node.kind else {
-        return Err(format!("node {} is not a RETHER station", node.name));
-    };
+    let my_id = node
+        .rether_id()
+        .ok_or_else(|| format!("node {} is not a RETHER station", node.name))?;
     let p = sc.rether.as_ref().ok_or("[rether] parameters missing")?;
-    let id_of = |n: usize| match &sc.nodes[n].kind {
-        NodeKind::Rether(s) => Some(s.id),
-        _ => None,
-    };
     let f = net.nodes[i]
         .ifaces
-        .first()
-        .ok_or_else(|| format!("RETHER station {} has no port", node.name))?;
-    let NodeKind::Segment(seg) = &sc.nodes[f.peer].kind else {
+        .get(port)
+        .ok_or_else(|| format!("RETHER station {} has no port {port}", node.name))?;
+    let seg_node = f.peer;
+    let NodeKind::Segment(seg) = &sc.nodes[seg_node].kind else {
         return Err(format!("RETHER station {} is not on a segment", node.name));
     };
-    let members: Vec<u16> = (0..sc.nodes.len()).filter_map(id_of).collect();
-    let peer_macs = (0..sc.nodes.len())
-        .filter(|&n| n != i)
-        .filter_map(|n| Some((id_of(n)?, net.nodes[n].ifaces.first()?.mac)))
+    let bridge = node.is_rether_bridge();
+    let name = if bridge {
+        format!("{}.{}", node.name, sc.nodes[seg_node].name)
+    } else {
+        node.name.clone()
+    };
+    // A member's id and its MAC on this segment.
+    let on_seg = |n: usize| -> Option<(u16, qosnet_core::wire::MacAddr)> {
+        let id = sc.nodes[n].rether_id()?;
+        let g = net.nodes[n].ifaces.iter().find(|g| g.peer == seg_node)?;
+        Some((id, g.mac))
+    };
+    let members_n = topo.members(seg_node);
+    let members: Vec<u16> = members_n.iter().filter_map(|&n| on_seg(n).map(|x| x.0)).collect();
+    let peer_macs = members_n
+        .iter()
+        .filter(|&&n| n != i)
+        .filter_map(|&n| on_seg(n))
         .collect();
-    let mut cfg = StationConfig::new(node.name.clone(), spec.id, f.mac, members.clone());
+    let mut cfg = StationConfig::new(name, my_id, f.mac, members.clone());
     cfg.peer_macs = peer_macs;
     let host = host_mac(f.mac);
-    cfg.host_macs = vec![host];
+    cfg.host_macs = if bridge {
+        // Frames for every station behind the bridge's other ports.
+        net.nodes[i]
+            .ifaces
+            .iter()
+            .filter(|g| g.peer != seg_node)
+            .flat_map(|g| topo.side(&sc.nodes, i, g.peer))
+            .filter(|&m| sc.nodes[m].is_rether())
+            .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
+            .flat_map(|mac| [mac, host_mac(mac)])
+            .collect()
+    } else {
+        vec![host]
+    };
     cfg.timing = TimingModel {
         rate_bps: seg.capacity_bps,
         per_packet: p.a,
@@ -268,14 +364,16 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize, epoch: Instant) -> R
     let st = RetherStation::new(cfg).map_err(|e| e.to_string())?;
     let mut send = Vec::new();
     let mut recv = Vec::new();
-    let mut per_sender: HashMap<usize, u16> = HashMap::new();
-    for fl in sc.flows.iter().filter(|fl| fl.rt) {
-        let num = per_sender.entry(fl.from).or_insert(0);
-        let session = SessionId {
-            sender: id_of(fl.from).ok_or_else(|| format!("rt flow {}: sender is not a station", fl.name))?,
-            num: *num,
-        };
-        *num += 1;
+    let mut sends = Vec::new();
+    // Session numbers per (sender, segment), in flow order.
+    let mut per_sender: HashMap<(usize, usize), u16> = HashMap::new();
+    for (fi, fl) in sc.flows.iter().enumerate().filter(|(_, fl)| fl.rt) {
+        let hops = topo.hops(&sc.nodes, fl.from, fl.to).ok_or_else(|| {
+            format!(
+                "rt flow {}: no chain of RETHER bridges joins {}'s segment to {}'s",
+                fl.name, sc.nodes[fl.from].name, sc.nodes[fl.to].name
+            )
+        })?;
         let pps = fl.pps();
         if pps.is_nan() || pps <= 0.0 {
             return Err(format!("rt flow {}: needs a positive rate", fl.name));
@@ -286,20 +384,40 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize, epoch: Instant) -> R
         let per_trt = (pps * p.trt.as_secs_f64() - 1e-6).ceil().max(1.0) as u64;
         let bytes_per_trt = u32::try_from(unit * per_trt)
             .map_err(|_| format!("rt flow {}: reservation too large", fl.name))?;
-        let rf = RtFlow {
-            flow: fl.id,
-            name: fl.name.clone(),
-            session,
-            receiver: id_of(fl.to)
-                .ok_or_else(|| format!("rt flow {}: receiver is not a station", fl.name))?,
-            bytes_per_trt,
-            period_ns: 1e9 / pps,
-            stop: fl.stop.map(|s| epoch + s),
-        };
-        if fl.from == i {
-            send.push(rf);
-        } else if fl.to == i {
-            recv.push(rf);
+        for (k, h) in hops.into_iter().enumerate() {
+            let num = per_sender.entry((h.sender, h.segment)).or_insert(0);
+            let session = SessionId {
+                sender: sc.nodes[h.sender]
+                    .rether_id()
+                    .ok_or_else(|| format!("rt flow {}: sender is not a station", fl.name))?,
+                num: *num,
+            };
+            *num += 1;
+            if h.segment != seg_node || (h.sender != i && h.receiver != i) {
+                continue;
+            }
+            let rf = RtFlow {
+                flow: fl.id,
+                name: fl.name.clone(),
+                session,
+                receiver: sc.nodes[h.receiver]
+                    .rether_id()
+                    .ok_or_else(|| format!("rt flow {}: receiver is not a station", fl.name))?,
+                bytes_per_trt,
+                period_ns: 1e9 / pps,
+                // A bridge closes its onward sub-connection only once what
+                // the sender sent before it stopped has come through: each
+                // segment before it takes at most one TRT.
+                stop: fl
+                    .stop
+                    .map(|s| epoch + s + Duration(p.trt.as_nanos() * (k as u64 + u64::from(k > 0)))),
+            };
+            if h.sender == i {
+                sends.push((fi, session));
+                send.push(rf);
+            } else {
+                recv.push(rf);
+            }
         }
     }
     let app = AppConfig {
@@ -311,18 +429,14 @@ pub fn build_rether(sc: &Scenario, net: &Network, i: usize, epoch: Instant) -> R
         mtu: 1500,
         window_start: epoch + sc.warmup,
         window_end: epoch + sc.duration,
-        faults: p
-            .faults
-            .iter()
-            .filter(|(n, _)| *n == i)
-            .map(|(_, f)| shift_fault(f, epoch))
-            .collect(),
+        faults,
         host: Some(qosnet_core::node::HostLink {
-            mac: host,
+            mac: if bridge { f.mac } else { host },
             mtu: HOST_MTU,
         }),
     };
-    RetherHost::new(st, app).map_err(|e| format!("RETHER station {}: {e}", node.name))
+    let h = RetherHost::new(st, app).map_err(|e| format!("RETHER station {}: {e}", node.name))?;
+    Ok((h, sends))
 }
 
 /// The IP MTU a RETHER station offers its host: a jumbo frame, so RT

@@ -314,6 +314,12 @@ pub enum NodeKind {
     /// ordinary flows ride the station's NRT turns, its `rt` flows are
     /// real-time sessions.
     Rether(RetherNodeSpec),
+    /// `kind = "rether-bridge"`: a bridge between RETHER segments (seed
+    /// 002 §2.5): one RETHER station per segment it is on, relaying the
+    /// real-time sub-connections of sessions that cross it and the
+    /// ordinary frames of the hosts behind it. A layer-2 device: the
+    /// segments it joins are one IP subnet.
+    RetherBridge(RetherNodeSpec),
 }
 
 /// A balancer's or forwarder's own settings: the PC's per-frame CPU time
@@ -448,7 +454,10 @@ impl Node {
     /// A layer-2 device (switch or shared segment): transparent to IP, it
     /// joins the ports linked to it into one broadcast domain per VLAN.
     pub fn is_l2(&self) -> bool {
-        matches!(self.kind, NodeKind::Switch(_) | NodeKind::Segment(_))
+        matches!(
+            self.kind,
+            NodeKind::Switch(_) | NodeKind::Segment(_) | NodeKind::RetherBridge(_)
+        )
     }
     /// A medium rather than a device (a shared segment): its ports are the
     /// stations' drop cables, whose traffic the stations report.
@@ -470,6 +479,18 @@ impl Node {
     /// A RETHER station.
     pub fn is_rether(&self) -> bool {
         matches!(self.kind, NodeKind::Rether(_))
+    }
+    /// A bridge between RETHER segments (§2.5).
+    pub fn is_rether_bridge(&self) -> bool {
+        matches!(self.kind, NodeKind::RetherBridge(_))
+    }
+    /// The RETHER station id of a station or a bridge (a bridge has the
+    /// same id on every segment it joins).
+    pub fn rether_id(&self) -> Option<u16> {
+        match &self.kind {
+            NodeKind::Rether(s) | NodeKind::RetherBridge(s) => Some(s.id),
+            _ => None,
+        }
     }
     pub fn router(&self) -> Option<&RouterSpec> {
         match &self.kind {
@@ -504,6 +525,7 @@ impl Node {
             NodeKind::StsdrBalancer(_) => "stsdr-balancer",
             NodeKind::StsdrForwarder(_) => "stsdr-forwarder",
             NodeKind::Rether(_) => "rether",
+            NodeKind::RetherBridge(_) => "rether-bridge",
         }
     }
 }

@@ -239,6 +239,14 @@ pub struct RetherHost {
     reasm_evicted: u64,
     /// Reassemblies dropped for inconsistent fragments.
     reasm_bad: u64,
+    /// Fragments thrown away (duplicates, evicted or bad reassemblies).
+    frags_discarded: u64,
+    /// Fragments merged back into their packet (all but one per packet).
+    frags_merged: u64,
+    /// Traffic lost with crashed stations: what their queues held at the
+    /// crash, what reached them while down, and the drops of the station
+    /// a restart replaced.
+    crash_lost: u64,
     fragments_sent: u64,
     /// RT packets larger than the MTU with RETHER disabled, sent in pieces.
     packets_fragmented: u64,
@@ -320,6 +328,9 @@ impl RetherHost {
             reasm: VecDeque::new(),
             reasm_evicted: 0,
             reasm_bad: 0,
+            frags_discarded: 0,
+            frags_merged: 0,
+            crash_lost: 0,
             fragments_sent: 0,
             packets_fragmented: 0,
             units_delivered: 0,
@@ -489,6 +500,7 @@ impl RetherHost {
         let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
         if ihl < 20 || total < ihl || total > ip.len() {
             self.bad_units += 1;
+            self.frags_discarded += 1;
             return None;
         }
         let fo = u16::from_be_bytes([ip[6], ip[7]]);
@@ -503,7 +515,9 @@ impl RetherHost {
             Some(i) => i,
             None => {
                 if self.reasm.len() >= MAX_REASSEMBLY {
-                    self.reasm.pop_front();
+                    if let Some(old) = self.reasm.pop_front() {
+                        self.frags_discarded += old.parts.len() as u64;
+                    }
                     self.reasm_evicted += 1;
                 }
                 self.reasm.push_back(Reasm {
@@ -527,13 +541,17 @@ impl RetherHost {
         // Bounded: a sender cannot grow one reassembly without limit.
         if !r.parts.iter().any(|(o, _)| *o == off) && r.parts.len() < MAX_FRAGMENTS {
             r.parts.push((off, payload));
+        } else {
+            self.frags_discarded += 1;
         }
         let need = r.total?;
         // A piece past the end the last fragment declared, or a packet
         // that would not fit IPv4's 16-bit length: inconsistent
         // fragments (crafted or corrupt). Dropped whole, counted.
         if r.parts.iter().any(|(o, _)| *o >= need && need > 0) || ihl + need > 65_535 {
-            self.reasm.remove(idx);
+            if let Some(bad) = self.reasm.remove(idx) {
+                self.frags_discarded += bad.parts.len() as u64;
+            }
             self.reasm_bad += 1;
             return None;
         }
@@ -549,6 +567,8 @@ impl RetherHost {
             return None;
         }
         let r = self.reasm.remove(idx)?;
+        // n fragments became one packet again.
+        self.frags_merged += r.parts.len().saturating_sub(1) as u64;
         let mut out = r.head.unwrap_or_default();
         let hl = out.len() - eth::ETH_HDR;
         let mut body = vec![0u8; need];
@@ -612,6 +632,8 @@ impl RetherHost {
                     let mut c = self.boot_cfg.clone();
                     c.boot = super::station::Boot::Join;
                     if let Ok(st) = RetherStation::new(c) {
+                        // Its queues were counted lost at the crash.
+                        self.crash_lost += self.st.ledger().dropped;
                         self.st = st;
                         self.down = None;
                         self.restarts += 1;
@@ -631,6 +653,7 @@ impl RetherHost {
                 }
                 self.fault_done[i] = true;
                 self.crashes += 1;
+                self.crash_lost += self.st.ledger().held;
                 self.down = Some(restart);
                 // A frame already in the NIC still goes out (software
                 // cannot recall it); its completion is swallowed.
@@ -730,6 +753,9 @@ impl Node for RetherHost {
     fn handle_frame(&mut self, now: Instant, port: u16, frame: Vec<u8>, meta: Meta) {
         if self.faults(now) {
             self.frames_while_down += 1;
+            if meta.uid != 0 {
+                self.crash_lost += 1;
+            }
             return;
         }
         let Some(frame) = self.token_fault(now, frame) else {
@@ -899,8 +925,18 @@ impl Node for RetherHost {
         self.st.port_report(port)
     }
     fn ledger(&self) -> Ledger {
+        // IP fragmentation makes packets (the fragments beyond the first)
+        // and reassembly merges them back: the ledger counts fragments as
+        // the packets they are on the wire.
         let mut l = self.st.ledger();
-        l.dropped += self.units_dropped;
+        if self.down.is_some() {
+            // A dead station holds nothing: its queues were lost (counted
+            // in `crash_lost` at the crash).
+            l.held = 0;
+        }
+        l.dropped += self.units_dropped + self.frags_discarded + self.frags_merged + self.crash_lost;
+        l.created += self.fragments_sent.saturating_sub(self.packets_fragmented);
+        l.held += self.reasm.iter().map(|r| r.parts.len() as u64).sum::<u64>();
         l
     }
     fn details(&self) -> Option<Detail> {

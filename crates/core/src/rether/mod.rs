@@ -23,6 +23,7 @@
 //! gives the design decisions the paper leaves open.
 
 pub mod app;
+pub mod bridge;
 pub mod cycle;
 pub mod session;
 pub mod station;

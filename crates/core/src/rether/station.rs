@@ -571,6 +571,8 @@ pub struct RetherStation {
     view: Option<View>,
     max_epoch: u32,
     holding: Option<Holding>,
+    /// Traffic frames (uid ≠ 0) heard and not kept: for the ledger.
+    traffic_ignored: u64,
     monitor: Option<Monitor>,
     last_join_sent: Option<Instant>,
     switch_seq: u32,
@@ -667,6 +669,7 @@ impl RetherStation {
             view: None,
             max_epoch: 0,
             holding: None,
+            traffic_ignored: 0,
             monitor: None,
             last_join_sent: None,
             switch_seq: 0,
@@ -2245,8 +2248,15 @@ impl Node for RetherStation {
                 self.inc(Ctr::OwnFramesIgnored);
             } else if self.for_host(dst) {
                 self.deliver(frame, meta);
+                return;
             } else {
                 self.inc(Ctr::NrtNotForUs);
+            }
+            // A traffic frame this station does not keep: on a bus, the
+            // copy every other station hears (the ledger's `created` on
+            // the medium's side) ends here.
+            if meta.uid != 0 {
+                self.traffic_ignored += 1;
             }
             return;
         }
@@ -2510,12 +2520,22 @@ impl Node for RetherStation {
     }
 
     fn ledger(&self) -> Ledger {
+        // RT units count as held from the application's send until their
+        // last fragment is on the wire: a run does not end (nor a ledger
+        // balance) with units still waiting for their session's turn.
+        let rt_sending = match self.holding.as_ref().map(|h| &h.step) {
+            Some(Step::Rt { unit: Some(u), .. }) if u.fragment().is_some() => 1,
+            _ => 0,
+        };
+        let rt_queued: usize = self.tx.values().map(|t| t.queued_units()).sum();
         Ledger {
-            held: (self.nrt_q.len() + self.host_q.len()) as u64,
+            held: (self.nrt_q.len() + self.host_q.len() + rt_queued + rt_sending) as u64,
+            // A frame given up after 16 collisions (`nrt_tx_failed`) was
+            // lost by the medium, which counts it: not again here.
             dropped: self.counter(Ctr::NrtQueueDrops)
-                + self.counter(Ctr::NrtTxFailed)
                 + self.counter(Ctr::HostQueueDrops)
-                + self.counter(Ctr::RetherFromHostRefused),
+                + self.counter(Ctr::RetherFromHostRefused)
+                + self.traffic_ignored,
             created: 0,
         }
     }

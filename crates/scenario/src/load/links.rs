@@ -162,11 +162,11 @@ pub(super) fn segment_nodes(
         let mut seen = HashSet::new();
         for (k, v) in list.iter().enumerate() {
             let n = names.lookup(cx, v, "segment station")?;
-            if nodes[n].is_l2() {
+            if nodes[n].is_l2() && !nodes[n].is_rether_bridge() {
                 return Err(cx.err(
                     v.span(),
                     format!("`{}` is a {}", nodes[n].name, nodes[n].kind_name()),
-                    "a segment's stations are routers and hosts; link a switch to it with [[link]]",
+                    "a segment's stations are routers, hosts and RETHER bridges; link a switch to it with [[link]]",
                 ));
             }
             if !seen.insert(n) {
@@ -177,6 +177,7 @@ pub(super) fn segment_nodes(
                 ));
             }
             if let Some(other) = on_segment.insert(n, name.clone()) {
+                // A RETHER bridge joins segments (§2.5): on several by design.
                 if nodes[n].is_host() {
                     return Err(cx.err(
                         v.span(),
@@ -252,6 +253,13 @@ pub(super) fn links(
                 span,
                 format!("link joins `{}` to itself", nodes[a].name),
                 "a link needs two different nodes",
+            ));
+        }
+        if let Some(&n) = [a, b].iter().find(|&&n| nodes[n].is_rether_bridge()) {
+            return Err(cx.err(
+                span,
+                format!("`{}` is a RETHER bridge", nodes[n].name),
+                "a RETHER bridge joins segments: list it in each [[segment]]'s nodes",
             ));
         }
         if !pairs.insert((a.min(b), a.max(b))) {
@@ -400,7 +408,7 @@ fn domains(
                     group.insert((n, v), k);
                 }
             }
-            NodeKind::Segment(_) => {
+            NodeKind::Segment(_) | NodeKind::RetherBridge(_) => {
                 let k = base + group.len();
                 group.insert((n, 1), k);
             }
@@ -410,7 +418,7 @@ fn domains(
     let mut uf = Uf((0..base + group.len()).collect());
     let l2_group = |n: usize, vlan: u16| -> Option<usize> {
         match nodes[n].kind {
-            NodeKind::Segment(_) => group.get(&(n, 1)).copied(),
+            NodeKind::Segment(_) | NodeKind::RetherBridge(_) => group.get(&(n, 1)).copied(),
             _ => group.get(&(n, vlan)).copied(),
         }
     };

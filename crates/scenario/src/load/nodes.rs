@@ -71,20 +71,24 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
                     clock_drift_ppm: r.clock_drift_ppm,
                 })
             }
-            "rether" => {
+            "rether" | "rether-bridge" => {
                 let o = n.opts(&raw::RouterOpts::default());
                 if let Some(sp) = router_keys(&o) {
                     return Err(cx.err(
                         sp,
-                        format!("router settings on `{name}`, a RETHER station"),
-                        "a RETHER station takes station_id; protocol parameters go in [rether]",
+                        format!("router settings on `{name}`, a RETHER {}", n.kind.get_ref()),
+                        "a RETHER station or bridge takes station_id; protocol parameters go in [rether]",
                     ));
                 }
                 let id = match &n.station_id {
                     Some(v) => cx.int(v, 0, 0xfffe, "station_id")?,
-                    None => 1 + nodes.iter().filter(|k: &&Node| k.is_rether()).count() as u16,
+                    None => 1 + nodes.iter().filter(|k: &&Node| k.rether_id().is_some()).count() as u16,
                 };
-                NodeKind::Rether(RetherNodeSpec { id })
+                if n.kind.get_ref() == "rether" {
+                    NodeKind::Rether(RetherNodeSpec { id })
+                } else {
+                    NodeKind::RetherBridge(RetherNodeSpec { id })
+                }
             }
             "router" => NodeKind::Router(router_spec(cx, &n.opts(&f.defaults.router), have_tdp)?),
             "switch" => {
@@ -139,15 +143,18 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
                 return Err(cx.err(
                     n.kind.span(),
                     format!("unknown node kind `{other}`"),
-                    "use kind = \"router\", \"host\", \"switch\", \"rether\", \"stsdr-balancer\" or \"stsdr-forwarder\"",
+                    "use kind = \"router\", \"host\", \"switch\", \"rether\", \"rether-bridge\", \"stsdr-balancer\" or \"stsdr-forwarder\"",
                 ))
             }
         };
-        if let (Some(v), false) = (&n.station_id, matches!(kind, NodeKind::Rether(_))) {
+        if let (Some(v), false) = (
+            &n.station_id,
+            matches!(kind, NodeKind::Rether(_) | NodeKind::RetherBridge(_)),
+        ) {
             return Err(cx.err(
                 v.span(),
-                format!("`station_id` on `{name}`, which is not a RETHER station"),
-                "remove it or make the node kind = \"rether\"",
+                format!("`station_id` on `{name}`, which is not a RETHER station or bridge"),
+                "remove it or make the node kind = \"rether\" or \"rether-bridge\"",
             ));
         }
         if let (Some(sw), false) = (&n.switch, matches!(kind, NodeKind::Switch(_))) {

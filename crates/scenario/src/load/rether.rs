@@ -1,6 +1,7 @@
 //! `[rether]` and `kind = "rether"` stations (seed 002, RETHER): the
 //! protocol parameters the stations share, each station on exactly one
-//! shared segment, station ids unique, and `rt = true` flows (real-time
+//! shared segment and each `rether-bridge` on several (§2.5), station ids
+//! unique, and `rt = true` flows (real-time
 //! sessions) between two stations.
 
 use std::ops::Range;
@@ -221,8 +222,8 @@ fn faults(
     Ok(v)
 }
 
-/// Every RETHER station sits on one segment with the others, and ids are
-/// unique.
+/// Every RETHER station sits on exactly one segment, every RETHER bridge
+/// on two or more (§2.5), ids are unique, and the bridges form no loop.
 pub(super) fn stations(cx: &Ctx, f: &raw::File, nodes: &[Node], links: &[Link]) -> Result<(), ScenarioError> {
     let node_span = |i: usize| -> Range<usize> {
         f.nodes
@@ -231,58 +232,51 @@ pub(super) fn stations(cx: &Ctx, f: &raw::File, nodes: &[Node], links: &[Link]) 
             .map(|n| n.get_ref().name.span())
             .unwrap_or(0..0)
     };
-    let mut seg = None;
+    let topo = crate::rethertopo::RetherTopo::new(nodes, links);
     let mut ids = std::collections::BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
-        let NodeKind::Rether(spec) = &n.kind else {
+        let Some(id) = n.rether_id() else {
             continue;
         };
-        if let Some(other) = ids.insert(spec.id, i) {
+        if let Some(other) = ids.insert(id, i) {
             return Err(cx.err(
                 node_span(i),
                 format!(
-                    "RETHER station `{}` has station_id {}, as `{}` has",
-                    n.name, spec.id, nodes[other].name
+                    "RETHER {} `{}` has station_id {}, as `{}` has",
+                    n.kind_name(),
+                    n.name,
+                    id,
+                    nodes[other].name
                 ),
-                "give every station a unique station_id",
+                "give every station and bridge a unique station_id",
             ));
         }
-        let peers: Vec<usize> = links
-            .iter()
-            .filter_map(|l| {
-                if l.a == i {
-                    Some(l.b)
-                } else if l.b == i {
-                    Some(l.a)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let on_seg = match peers.as_slice() {
-            [p] if matches!(nodes[*p].kind, NodeKind::Segment(_)) => *p,
-            _ => {
-                return Err(cx.err(
-                    node_span(i),
-                    format!("RETHER station `{}` is not on exactly one shared segment", n.name),
-                    "list it in one [[segment]]'s nodes and give it no other link",
-                ))
-            }
-        };
-        match seg {
-            None => seg = Some(on_seg),
-            Some(s) if s != on_seg => {
-                return Err(cx.err(
-                    node_span(i),
-                    format!(
-                        "RETHER station `{}` is on segment `{}`, the others on `{}`",
-                        n.name, nodes[on_seg].name, nodes[s].name
-                    ),
-                    "qosnet runs one RETHER segment per scenario (§2.5's multi-segment case is future work)",
-                ))
-            }
-            _ => {}
+        let degree = links.iter().filter(|l| l.a == i || l.b == i).count();
+        let on = topo.segs[i].len();
+        if n.is_rether() && (on != 1 || degree != 1) {
+            return Err(cx.err(
+                node_span(i),
+                format!("RETHER station `{}` is not on exactly one shared segment", n.name),
+                "list it in one [[segment]]'s nodes and give it no other link; kind = \"rether-bridge\" joins segments",
+            ));
         }
+        if n.is_rether_bridge() && on < 2 {
+            return Err(cx.err(
+                node_span(i),
+                format!("RETHER bridge `{}` is on {on} segment(s)", n.name),
+                "a bridge joins two or more segments: list it in each [[segment]]'s nodes",
+            ));
+        }
+    }
+    if let Some((br, s)) = topo.find_loop(nodes) {
+        return Err(cx.err(
+            node_span(br),
+            format!(
+                "RETHER bridges form a loop: `{}` joins segment `{}` to segments it already reaches",
+                nodes[br].name, nodes[s].name
+            ),
+            "bridges run no spanning tree: join segments in a tree (remove a bridge or a segment from its list)",
+        ));
     }
     Ok(())
 }

@@ -648,16 +648,21 @@ impl Segment {
         self.nic_held() + self.signals.iter().filter(|s| s.live && s.pkt.is_some()).count()
     }
 
-    /// Frames the conservation ledger counts as inside the medium: in NIC
-    /// buffers, or sent whole and not yet received by any station. Once one
-    /// station has a frame it is there; what reaches the others later are
-    /// copies ([`Segment::traffic_copies`]).
+    /// Traffic frames (uid ≠ 0) the conservation ledger counts as inside
+    /// the medium: in NIC buffers, or sent whole and not yet received by
+    /// any station. Once one station has a frame it is there; what reaches
+    /// the others later are copies ([`Segment::traffic_copies`]). Control
+    /// frames (a RETHER token, ARP) are nobody's traffic.
     pub fn unreceived_in_flight(&self) -> usize {
-        self.nic_held()
+        let traffic = |p: &Packet| p.meta.uid != 0;
+        self.stations
+            .iter()
+            .filter(|s| s.nic.as_ref().is_some_and(traffic))
+            .count()
             + self
                 .signals
                 .iter()
-                .filter(|s| s.live && s.pkt.is_some() && s.delivered == 0)
+                .filter(|s| s.live && s.pkt.as_ref().is_some_and(traffic) && s.delivered == 0)
                 .count()
     }
 
