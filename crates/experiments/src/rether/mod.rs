@@ -3,7 +3,8 @@
 //! simulator, Table 1 (late video frames on CSMA/CD, then under RETHER),
 //! Table 2 (token passing overhead, qosnet's model beside the paper's),
 //! and Figures 4, 5, 6, 8 and 9 (switch time, NRT delay against session
-//! size, number of sessions and network size, fast and slow hardware).
+//! size, number of sessions and network size, fast and slow hardware),
+//! and §2.5's bridged segments (delay against segments crossed).
 //! The paper's numbers are the `[paper]` tables of its scenarios.
 //! `--live` runs Figure 7 (qosnet sim beside qosnet live) and Table 2 with
 //! qosnet's live per-hop token times ([`live`]).

@@ -165,6 +165,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         figure6(seed)?,
         figure8(seed)?,
         figure9(seed)?,
+        section25(seed)?,
     ];
     if let Some(d) = &out {
         for (file, title, x, y, curves) in &figs {
@@ -575,5 +576,93 @@ fn figure9(seed: u64) -> Result<Fig> {
         "MPEG-I streams (all admitted)",
         "NRT access delay [ms]",
         curves,
+    ))
+}
+
+/// A chain of `segs` 10 Mb/s segments (2 stations each, a bridge between
+/// neighbours), an MPEG-I stream from the first segment to the last and
+/// light NRT traffic along the same path.
+fn chain(segs: usize, seed: u64) -> String {
+    let mut t = format!(
+        "[scenario]\nname = \"chain{segs}\"\nduration = \"3s\"\nwarmup = \"500ms\"\nseed = {seed}\n\n[rether]\n{T1995}\n\n"
+    );
+    for s in 0..segs {
+        t += &format!(
+            "[[node]]\nname = \"s{s}a\"\nkind = \"rether\"\n[[node]]\nname = \"s{s}b\"\nkind = \"rether\"\n"
+        );
+        if s + 1 < segs {
+            t += &format!("[[node]]\nname = \"br{s}\"\nkind = \"rether-bridge\"\n");
+        }
+    }
+    for s in 0..segs {
+        let mut m = format!("\"s{s}a\", \"s{s}b\"");
+        if s > 0 {
+            m += &format!(", \"br{}\"", s - 1);
+        }
+        if s + 1 < segs {
+            m += &format!(", \"br{s}\"");
+        }
+        t += &format!(
+            "[[segment]]\nname = \"seg{s}\"\nnodes = [{m}]\ncapacity = \"10Mb/s\"\npropagation = \"5us\"\n"
+        );
+    }
+    let l = segs - 1;
+    t += &format!(
+        "[[flow]]\nname = \"video\"\nfrom = \"s0a\"\nto = \"s{l}b\"\nrt = true\nsize = 6400\nrate = \"30pps\"\nstart = \"10ms\"\n"
+    );
+    t += &format!(
+        "[[flow]]\nname = \"nrt\"\nfrom = \"s0b\"\nto = \"s{l}a\"\nsize = 1000\nrate = \"100kb/s\"\npattern = \"poisson\"\n"
+    );
+    t
+}
+
+/// §2.5: an MPEG-I stream across 1-5 segments joined by bridges: its
+/// delay grows by at most one TRT per segment (each segment's schedule is
+/// its own; the bridges buffer between them).
+fn section25(seed: u64) -> Result<Fig> {
+    let ks: Vec<usize> = vec![1, 2, 3, 4, 5];
+    let jobs: Vec<Job<'_, Results>> = ks
+        .iter()
+        .map(|&k| Box::new(move || simulate("<section 2.5>", chain(k, seed), &[])) as Job<'_, Results>)
+        .collect();
+    let runs = run::parallel(jobs)?;
+    outln!("Section 2.5: an MPEG-I stream (30 x 6400 B/s) across segments joined by RETHER bridges, 10 Mb/s, TRT 33.33 ms");
+    outln!("  paper: \"the number of hops that such a real-time connection can cross is bounded\" by the buffering delay (no figures)");
+    outln!("  segments  units rx/sent  late  delay min / max [ms]  in TRTs  NRT max [ms]");
+    let trt_ms = 100.0 / 3.0;
+    let (mut max_pts, mut bound_pts) = (Vec::new(), Vec::new());
+    for (k, r) in ks.iter().zip(&runs) {
+        let f = |n: &str| r.flows.iter().find(|f| f.name == n);
+        let (Some(v), Some(n)) = (f("video"), f("nrt")) else {
+            return Err(anyhow!("section 2.5: a flow is missing from the results"));
+        };
+        let late: u64 = sessions(r, "receiver")
+            .filter(|s| s["flow"] == "video")
+            .filter_map(|s| s["late_units"].as_u64())
+            .sum();
+        let max = v.delay_ns.max as f64 / 1e6;
+        outln!(
+            "  {k:>8}  {:>6}/{:<6}  {late:>4}  {:>8.2} / {:<8.2}  {:>7.2}  {:>12.2}",
+            v.received,
+            v.sent,
+            v.delay_ns.min as f64 / 1e6,
+            max,
+            max / trt_ms,
+            n.delay_ns.max as f64 / 1e6
+        );
+        max_pts.push((*k as f64, max));
+        bound_pts.push((*k as f64, *k as f64 * trt_ms));
+    }
+    outln!("  (the bound drawn beside: one TRT of wait per segment)");
+    outln!();
+    Ok((
+        "section-2.5.svg",
+        "RETHER §2.5: delay of an MPEG-I stream across bridged segments (qosnet sim)".into(),
+        "segments crossed",
+        "delay [ms]",
+        vec![
+            ("max delay, qosnet sim".into(), max_pts),
+            ("segments x TRT".into(), bound_pts),
+        ],
     ))
 }
