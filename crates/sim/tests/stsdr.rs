@@ -293,3 +293,147 @@ fn bad_faults_are_refused_with_their_place() {
     let e = load_str("f.toml", &twice, &[]).expect_err("overlap").to_string();
     assert!(e.contains("already down"), "{e}");
 }
+
+/// Three flows, one per class, from three generators to n1: IP sizes
+/// 1009, 1013 and 1019 bytes (no two finish tags of equal-weight classes
+/// tie before ~10^6 bytes per class), CBR, all starting at 1 ms, each
+/// offered twice its share so every class stays backlogged.
+fn one_ol_flows(rate_pps: u32) -> String {
+    let mut s = String::new();
+    for (c, size) in [1009, 1013, 1019].into_iter().enumerate() {
+        s += &format!(
+            "[[flow]]\nname = \"c{c}\"\nfrom = \"g{c}\"\nto = \"n1\"\ndscp = {}\nsport = {}\nsize = {size}\nrate = \"{rate_pps}pps\"\nstart = \"1ms\"\n",
+            8 * c,
+            5000 + c
+        );
+    }
+    s
+}
+
+/// The classes of the frames a link sent, in order, from a pcap of it
+/// (each class has its own frame size).
+fn departures(dir: &std::path::Path, link: &str, sizes: &[u32]) -> Vec<usize> {
+    let f = std::fs::File::open(dir.join(format!("{link}.pcap"))).expect("pcap");
+    let mut r = pcap_file::pcap::PcapReader::new(f).expect("pcap header");
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("pcap packet");
+        // ARP and the like: not traffic.
+        let Ok(ip) = qosnet_core::wire::parse_ipv4(&p.data) else {
+            continue;
+        };
+        if let Some(c) = sizes.iter().position(|&s| s == ip.total_len as u32) {
+            v.push(c);
+        }
+    }
+    v
+}
+
+fn run_capturing(text: &str, link: &str, tag: &str) -> (Vec<usize>, (u64, u64, u64, u64)) {
+    let sc = load_str("t.toml", text, &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let mut sim = Sim::new(sc).unwrap();
+    let dir = std::env::temp_dir().join(format!("qosnet-sds-wfq-{}-{tag}", std::process::id()));
+    sim.enable_pcap(&dir, &[link.replace('-', "->")]).unwrap();
+    sim.run();
+    let d = departures(&dir, link, &[1009, 1013, 1019]);
+    let _ = std::fs::remove_dir_all(&dir);
+    (d, sim.ledger())
+}
+
+/// Seed 003's premise in the whole simulator: an STSDR of one forwarder
+/// and one outgoing link under S-DS against a centralised router with
+/// qosnet's exact WFQ (PGPS), the same three backlogged classes. Compared:
+/// the order of classes on the outgoing link (STSDR: tsw->n1; router:
+/// R->n1) and bytes per class; not times (the STSDR sends one packet per
+/// DS cycle, the router at its link's rate).
+///
+/// What holds (measured, docs/paper-stsdr.md): the router departs exactly
+/// in PGPS finish-tag order on wire bytes (IP + 38) for all ~1 000
+/// departures but the last; the STSDR departs in the same order for the first 314
+/// (~105 rounds), and the two never differ by more than one packet per
+/// class in bytes. Beyond 314 the orders differ: the router's class 0
+/// overtakes class 2 (the 10-byte drift per round reaches a packet) at
+/// departure 314, the STSDR's at 335 — an open difference, not explained.
+#[test]
+fn sds_one_fe_one_ol_departs_in_exact_wfq_order() {
+    let stsdr = "[scenario]\nname = \"sds-1x1\"\nduration = \"60ms\"\nwarmup = \"1ms\"\nseed = 5\n\n\
+         [defaults.link]\ncapacity = \"1Gb/s\"\n\n\
+         [stsdr]\nvariant = \"sds\"\nt_br = \"200us\"\nclasses = 3\nqueue_limit = 5000\noutlinks = [\"n1\"]\n\n\
+         [[node]]\nname = \"tsw\"\nkind = \"switch\"\nswitch = { queue_packets = 5000, latency = \"1us\" }\n\
+         [[node]]\nname = \"lb1\"\nkind = \"stsdr-balancer\"\n\
+         [[node]]\nname = \"fe1\"\nkind = \"stsdr-forwarder\"\nprocessing = \"2us\"\ninput_queue = 1000\n"
+        .to_string()
+        + &["g0", "g1", "g2", "n1"]
+            .iter()
+            .map(|h| format!("[[node]]\nname = \"{h}\"\nkind = \"host\"\n"))
+            .collect::<String>()
+        + &["lb1", "fe1", "g0", "g1", "g2", "n1"]
+            .iter()
+            .map(|x| format!("[[link]]\na = \"{x}\"\nb = \"tsw\"\n"))
+            .collect::<String>()
+        + &one_ol_flows(20000);
+    // The router's output link at 100 Mb/s: ~12 kpps of these sizes, as
+    // the S-DS cycles give; its input links at 1 Gb/s.
+    let router = "[scenario]\nname = \"wfq-1\"\nduration = \"60ms\"\nwarmup = \"1ms\"\nseed = 5\n\n\
+         [defaults.link]\ncapacity = \"1Gb/s\"\n\n\
+         [[node]]\nname = \"R\"\nkind = \"router\"\nscheduler = \"wfq\"\nqueue_packets = 30000\n"
+        .to_string()
+        + &["g0", "g1", "g2", "n1"]
+            .iter()
+            .map(|h| format!("[[node]]\nname = \"{h}\"\nkind = \"host\"\n"))
+            .collect::<String>()
+        + &["g0", "g1", "g2"]
+            .iter()
+            .map(|x| format!("[[link]]\na = \"{x}\"\nb = \"R\"\n"))
+            .collect::<String>()
+        + "[[link]]\na = \"R\"\nb = \"n1\"\ncapacity = \"100Mb/s\"\n"
+        + &one_ol_flows(20000);
+    let (a, la) = run_capturing(&stsdr, "tsw-n1", "sds");
+    let (b, lb) = run_capturing(&router, "R-n1", "wfq");
+    assert_eq!(la.0, la.1 + la.2 + la.3, "STSDR ledger");
+    assert_eq!(lb.0, lb.1 + lb.2 + lb.3, "router ledger");
+    let n = a.len().min(b.len());
+    assert!(
+        n >= 900,
+        "too few departures to compare: {} / {}",
+        a.len(),
+        b.len()
+    );
+    // PGPS on backlogged classes of equal weight from a common start:
+    // the next packet is the class with the smallest cumulative wire bytes
+    // after it (ties: lower class; none occur in this window).
+    let wire = [1009 + 38, 1013 + 38, 1019 + 38];
+    let mut sent = [0u64; 3];
+    let pgps: Vec<usize> = (0..n)
+        .map(|_| {
+            let c = (0..3).min_by_key(|&c| (sent[c] + wire[c], c)).unwrap();
+            sent[c] += wire[c];
+            c
+        })
+        .collect();
+    // (The router's last departures are after the sources stopped.)
+    assert_eq!(
+        b[..n - 1],
+        pgps[..n - 1],
+        "the router's WFQ is not PGPS on wire bytes"
+    );
+    let first = (0..n).find(|&i| a[i] != b[i]).unwrap_or(n);
+    assert!(
+        first >= 300,
+        "orders differ from departure {first}: STSDR {:?} router {:?}",
+        &a[first.saturating_sub(3)..(first + 6).min(n)],
+        &b[first.saturating_sub(3)..(first + 6).min(n)]
+    );
+    // Bytes per class after every departure: never more than one packet apart.
+    let (mut x, mut y) = ([0i64; 3], [0i64; 3]);
+    for i in 0..n {
+        x[a[i]] += wire[a[i]] as i64;
+        y[b[i]] += wire[b[i]] as i64;
+        for c in 0..3 {
+            assert!(
+                (x[c] - y[c]).abs() <= 1057,
+                "departure {i}, class {c}: {x:?} vs {y:?}"
+            );
+        }
+    }
+}
