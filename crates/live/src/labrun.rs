@@ -952,7 +952,7 @@ fn gen_config(sc: &Scenario, fi: usize, net: &Network, src: Ipv4Addr, t0: Instan
     let dst = SocketAddrV4::new(net.host_ip(f.to), f.dport);
     // One definition of sizes and patterns (qosnet_core::traffic) for
     // the simulator and the generator.
-    let (size, pattern) = (f.size, f.pattern);
+    let (size, pattern) = (f.size.clone(), f.pattern);
     let start = t0 + f.start;
     let stop = t0 + f.stop.map_or(sc.duration, |s| s.min(sc.duration));
     GenConfig {
@@ -1435,7 +1435,7 @@ fn tester_traffic(
                 dport: f.dport,
                 dscp: f.dscp,
                 ttl: f.ttl,
-                size: f.size,
+                size: f.size.clone(),
                 pattern: f.pattern,
                 pps: f.pps(),
                 start: f.start,

@@ -9,6 +9,7 @@ pub mod load;
 pub mod model;
 pub mod raw;
 pub mod results;
+pub mod sizetrace;
 pub mod tdpplan;
 pub mod topo;
 pub mod units;

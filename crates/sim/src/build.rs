@@ -100,7 +100,7 @@ pub(crate) fn build(sc: Scenario, net: Network) -> Result<Sim, String> {
             .filter(|fl| fl.from == i)
             .map(|fl| {
                 let stop = fl.stop.map(|s| s.min(end)).unwrap_or(end);
-                Source::new(fl.id, fl.pattern, fl.size, fl.pps(), fl.start, stop)
+                Source::new(fl.id, fl.pattern, fl.size.clone(), fl.pps(), fl.start, stop)
             })
             .collect();
         let (n, clock, cpu, source_clock) = make_node(&sc, &net, &setup, &opts, i)?;
