@@ -80,7 +80,7 @@ def write(fname, **kw):
     kw.setdefault("timeouts", "")
     kw["l"] = f'l = {kw["lval"]}\n' if kw.get("lval") else ""
     text = (kw.get("preamble", "") + HEAD.format(**kw) + "\n" + nodes(kw.get("processing", "5376ns"))
-            + "\n" + flows(kw.get("ports", PORTS)) + kw.get("paper", ""))
+            + "\n" + flows(kw.get("ports", PORTS)) + kw.get("faults", "") + kw.get("paper", ""))
     open(f"scenarios/stsdr/{fname}", "w").write(text)
 
 # Offered: 2 generators x 144 flows; rate per flow so each forwarder gets
@@ -156,6 +156,34 @@ write("lds.toml", name="stsdr-lds", title="L-DS (l = 25): bursts of l packets or
       desc="STSDR L-DS l=25, M=N=K=3, 64-byte packets", variant="lds", lval=25, rate=RATE, paper=PAPER_LDS)
 write("nowfq.toml", name="stsdr-nowfq", title="No WFQ: forwarders send as soon as processed (the baseline of Table IV)",
       desc="STSDR without WFQ, M=N=K=3, 64-byte packets", variant="nowfq", rate=RATE)
+
+# Failures in the simulator (`[[fault]] kind = "kill"`, §IV-A's leader
+# election and re-hashing): L-DS below saturation (~100 kpps offered per
+# forwarder of its ~165), so the flows' own counts show what the kills
+# cost. The master fe1 dies at 100 ms for good; fe3 dies at 180 ms and
+# boots again at 230 ms, while fe2 alone carries everything (overloaded:
+# its queues grow and drop).
+KILL_PRE = """# Node failures in the simulator: L-DS (l = 25) at ~100 kpps per forwarder;
+# the master fe1 is killed at 100 ms, fe3 at 180 ms and restarted at 230 ms.
+# results.json: fe2 `elections_won`, `is_master`; balancers `fe_down`,
+# `fe_up`, `rehashed`; fe1/fe3 `killed`, `lost_*`; extra.kills.
+"""
+KILL_FAULTS = """
+[[fault]]
+node = "fe1"
+at = "100ms"
+kind = "kill"
+
+[[fault]]
+node = "fe3"
+at = "180ms"
+kind = "kill"
+restart = "230ms"
+"""
+write("kill.toml", name="stsdr-kill", title="L-DS (l = 25) with the master and a forwarder killed",
+      desc="STSDR L-DS l=25 at 60% load: master fe1 killed at 100 ms, fe3 killed 180-230 ms",
+      variant="lds", lval=25, rate="1040pps", duration="300ms", warmup="50ms",
+      preamble=KILL_PRE, faults=KILL_FAULTS)
 
 # Live (`qosnet reproduce stsdr --live`, `qosnet lab run --processes
 # --emulate-cpu`): lds.toml slowed down 50 times so that one 2-core VM can

@@ -1,5 +1,6 @@
 //! What a traffic source sends and when: arrival patterns (CBR with a
-//! phase, Poisson, on/off) and IP packet sizes (fixed, IMIX), as plain
+//! phase, Poisson, on/off) and IP packet sizes (fixed, IMIX, a trace of
+//! sizes such as a user's capture), as plain
 //! arithmetic over a [`Draw`] supplied by the driver.
 //!
 //! One implementation serves the simulator's sources and the live UDP
@@ -24,12 +25,17 @@ pub enum Pattern {
 }
 
 /// IP packet sizes.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum SizeDist {
     /// Every packet this many IP bytes.
     Fixed(u32),
     /// Simple IMIX: 7 : 4 : 1 of 40, 576 and 1500 IP bytes.
     Imix,
+    /// The empirical distribution of a trace of IP sizes (a capture's,
+    /// `size = "pcap:FILE"`): each packet's size drawn uniformly from the
+    /// trace, so a flow has the capture's size mix (not its order). Never
+    /// empty (the loader refuses empty traces).
+    Trace(std::sync::Arc<[u16]>),
 }
 
 /// The simple IMIX mix: (IP bytes, weight out of 12).
@@ -41,6 +47,7 @@ impl SizeDist {
         match self {
             SizeDist::Fixed(b) => *b as f64,
             SizeDist::Imix => IMIX.iter().map(|&(b, w)| b as f64 * w as f64).sum::<f64>() / 12.0,
+            SizeDist::Trace(t) => t.iter().map(|&b| b as f64).sum::<f64>() / t.len().max(1) as f64,
         }
     }
     /// Largest packet the distribution draws (for reservations).
@@ -48,6 +55,7 @@ impl SizeDist {
         match self {
             SizeDist::Fixed(b) => *b,
             SizeDist::Imix => 1500,
+            SizeDist::Trace(t) => t.iter().copied().max().unwrap_or(0) as u32,
         }
     }
     /// Smallest packet the distribution draws.
@@ -55,6 +63,7 @@ impl SizeDist {
         match self {
             SizeDist::Fixed(b) => *b,
             SizeDist::Imix => 40,
+            SizeDist::Trace(t) => t.iter().copied().min().unwrap_or(0) as u32,
         }
     }
     /// IP size of one packet.
@@ -71,6 +80,8 @@ impl SizeDist {
                 }
                 unreachable!("IMIX weights sum to 12")
             }
+            SizeDist::Trace(t) if t.is_empty() => 0,
+            SizeDist::Trace(t) => t[d.uniform_u64(0, t.len() as u64 - 1) as usize] as usize,
         }
     }
 }
@@ -154,6 +165,17 @@ mod tests {
         fn unit_f64(&mut self) -> f64 {
             ((self.next() >> 11) as f64 / (1u64 << 53) as f64).max(f64::EPSILON)
         }
+    }
+
+    #[test]
+    fn a_trace_is_drawn_in_its_own_proportions() {
+        let t = SizeDist::Trace(vec![100u16, 100, 100, 1500].into());
+        assert_eq!((t.min(), t.max(), t.mean()), (100, 1500, 450.0));
+        let mut d = Mix(3);
+        let n = 40_000;
+        let big = (0..n).filter(|_| t.sample(&mut d) == 1500).count();
+        // A quarter, within 2 % (sd of the share ~0.2 %).
+        assert!((big as f64 / n as f64 - 0.25).abs() < 0.02, "{big}");
     }
 
     #[test]

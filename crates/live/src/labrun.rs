@@ -952,7 +952,7 @@ fn gen_config(sc: &Scenario, fi: usize, net: &Network, src: Ipv4Addr, t0: Instan
     let dst = SocketAddrV4::new(net.host_ip(f.to), f.dport);
     // One definition of sizes and patterns (qosnet_core::traffic) for
     // the simulator and the generator.
-    let (size, pattern) = (f.size, f.pattern);
+    let (size, pattern) = (f.size.clone(), f.pattern);
     let start = t0 + f.start;
     let stop = t0 + f.stop.map_or(sc.duration, |s| s.min(sc.duration));
     GenConfig {
@@ -1093,7 +1093,20 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Node failures (`--kill NODE@T`): SIGKILL at t0 + T, from a thread
     // of their own while the traffic runs.
     let mut kills = Vec::new();
-    for (name, at) in &opts.kills {
+    // The scenario's `[[fault]] kind = "kill"` are the same SIGKILL; a
+    // restart would need the lab to start a node process again mid-run,
+    // which it does not (the simulator reboots nodes).
+    let mut wanted = opts.kills.clone();
+    for k in &sc.kills {
+        let name = &sc.nodes[k.node].name;
+        if k.restart.is_some() {
+            return Err(format!(
+                "[[fault]] at {name} has a restart: live labs kill node processes but do not restart them; run it with `qosnet sim`, or drop restart"
+            ));
+        }
+        wanted.push((name.clone(), k.at));
+    }
+    for (name, at) in &wanted {
         let pid = live.node_pid(name).ok_or_else(|| {
             format!("cannot kill node {name}: it is not a node process of this lab (kills need --processes)")
         })?;
@@ -1422,7 +1435,7 @@ fn tester_traffic(
                 dport: f.dport,
                 dscp: f.dscp,
                 ttl: f.ttl,
-                size: f.size,
+                size: f.size.clone(),
                 pattern: f.pattern,
                 pps: f.pps(),
                 start: f.start,

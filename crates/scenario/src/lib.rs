@@ -10,6 +10,7 @@ pub mod model;
 pub mod raw;
 pub mod results;
 pub mod rethertopo;
+pub mod sizetrace;
 pub mod tdpplan;
 pub mod topo;
 pub mod units;

@@ -35,12 +35,26 @@ pub struct Scenario {
     pub stsdr: Option<StsdrParams>,
     /// `[rether]`: protocol parameters of the scenario's RETHER stations.
     pub rether: Option<RetherParams>,
+    /// `[[fault]] kind = "kill"`: nodes failing during the run, in time
+    /// order (simulator).
+    pub kills: Vec<NodeKill>,
     pub paper: Option<Paper>,
     /// What loading accepted but a user should hear about (a flow that
     /// starts after the run ends, an on/off pattern without off time...),
     /// each with its place in the file. `qosnet check` and `qosnet sim`
     /// print them.
     pub warnings: Vec<ScenarioWarning>,
+}
+
+/// A node failing during the run: from `at` it stops receiving, sending
+/// and timing out, and what it held is lost; at `restart`, if any, it
+/// boots again with the state it was configured with (a reboot, not a
+/// thaw), as a real router that lost power does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeKill {
+    pub node: usize,
+    pub at: Duration,
+    pub restart: Option<Duration>,
 }
 
 /// A scenario value accepted with a word of warning, with its place.

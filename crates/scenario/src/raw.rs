@@ -32,6 +32,10 @@ pub struct File {
     pub htb: Option<S<Htb>>,
     pub stsdr: Option<S<Stsdr>>,
     pub rether: Option<S<Rether>>,
+    /// `[[fault]]`: node failures during the run (any node: `kind =
+    /// "kill"`; RETHER stations also take the `[[rether.fault]]` kinds).
+    #[serde(default, rename = "fault")]
+    pub faults: Vec<S<Fault>>,
     pub paper: Option<S<Paper>>,
 }
 
@@ -91,13 +95,13 @@ pub struct Rether {
     pub ack_stagger: Option<S<String>>,
     pub ack_margin: Option<S<String>>,
     pub boot: Option<S<String>>,
-    pub fault: Option<Vec<S<RetherFault>>>,
+    pub fault: Option<Vec<S<Fault>>>,
 }
 
-/// `[[rether.fault]]`: a failure injected at a station.
+/// `[[fault]]` and `[[rether.fault]]`: a failure injected at a node.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
-pub struct RetherFault {
+pub struct Fault {
     pub node: S<String>,
     pub at: S<String>,
     pub kind: S<String>,

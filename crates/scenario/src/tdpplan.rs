@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use qosnet_core::tdp::{plan as core_plan, tf_budget_bytes, Ctr, PlanError, PlanFlow, PlanLink};
 
-use crate::model::{Scenario, SchedKind, SizeDist};
+use crate::model::{Scenario, SchedKind};
 use crate::topo::Network;
 
 #[derive(Clone, Debug)]
@@ -88,10 +88,8 @@ pub fn plan_checked(sc: &Scenario, net: &Network) -> Result<TdpPlan, (Option<usi
             d_max[h.node] = d_max[h.node].max(d);
             off.push(acc);
         }
-        let size = match f.size {
-            SizeDist::Fixed(b) => b as usize,
-            SizeDist::Imix => 1500,
-        };
+        // The largest packet the flow sends (reservations hold it).
+        let size = f.size.max() as usize;
         let wire = hops
             .iter()
             .map(|h| {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use qosnet_core::node::cpu::Cpu;
+use qosnet_core::node::Node;
 use qosnet_core::Duration;
 use qosnet_scenario::build::{build_node, BuildOpts, Setup};
 use qosnet_scenario::topo::Network;
@@ -64,7 +65,7 @@ pub(crate) fn build(sc: Scenario, net: Network) -> Result<Sim, String> {
 
     let mut slots = Vec::new();
     let mut attach = Vec::new();
-    for (i, node) in sc.nodes.iter().enumerate() {
+    for i in 0..sc.nodes.len() {
         let nn = &net.nodes[i];
         attach.push(
             nn.ifaces
@@ -99,58 +100,90 @@ pub(crate) fn build(sc: Scenario, net: Network) -> Result<Sim, String> {
             .filter(|fl| fl.from == i)
             .map(|fl| {
                 let stop = fl.stop.map(|s| s.min(end)).unwrap_or(end);
-                Source::new(fl.id, fl.pattern, fl.size, fl.pps(), fl.start, stop)
+                Source::new(fl.id, fl.pattern, fl.size.clone(), fl.pps(), fl.start, stop)
             })
             .collect();
-        let slot = match &node.kind {
-            NodeKind::Segment(_) => Slot::new(
-                Box::new(MediumNode::new(node.name.clone(), nn.ifaces.len())),
-                Clock::default(),
-                None,
-            ),
-            NodeKind::Host(hs) => {
-                let f = &nn.ifaces[0];
-                let link = &sc.links[f.link];
-                let echo = sc.flows.iter().map(|fl| fl.echo && fl.to == i).collect();
-                let mut host = Host::new(
-                    node.name.clone(),
-                    f.ip,
-                    f.mac,
-                    f.peer_mac,
-                    link.capacity_bps,
-                    link.framing,
-                    echo,
-                );
-                if f.domain.is_some_and(|d| !net.domains[d].is_point_to_point()) {
-                    host = host.announce_on_start();
-                }
-                if seg_of[f.peer].is_some() {
-                    host = host.half_duplex();
-                }
-                // The NIC runs on true time; the host's clock drives its
-                // traffic generators only.
-                Slot::new(Box::new(host), Clock::default(), None).with_sources(
-                    sources,
-                    Clock {
-                        offset_ns: hs.clock_offset_ns,
-                        drift_ppm: hs.clock_drift_ppm,
-                    },
-                )
-            }
-            _ => {
-                let n = build_node(&sc, &net, &setup, i, &opts)?.ok_or_else(|| {
-                    format!(
-                        "node {}: no simulated node of kind {}",
-                        node.name,
-                        node.kind_name()
-                    )
-                })?;
-                let (offset_ns, drift_ppm) = node.clock();
-                let cpu = node.cpu().map(|(dist, limit)| Cpu::new(dist, limit));
-                Slot::new(n, Clock { offset_ns, drift_ppm }, cpu).with_sources(sources, Clock::default())
-            }
-        };
+        let (n, clock, cpu, source_clock) = make_node(&sc, &net, &setup, &opts, i)?;
+        let slot = Slot::new(n, clock, cpu).with_sources(sources, source_clock);
         slots.push(slot);
     }
     Ok(Sim::assemble(sc, net, slots, attach, media, extra))
+}
+
+/// What node `i` is in the simulator, as it boots: the node, its clock,
+/// its CPU and the clock its traffic sources run on. Called again when a
+/// killed node restarts (`[[fault]] restart`): a reboot starts from the
+/// configuration, not from the state it died in.
+type Booted = (Box<dyn Node>, Clock, Option<Cpu>, Clock);
+
+pub(crate) fn make_node(
+    sc: &Scenario,
+    net: &Network,
+    setup: &Setup,
+    opts: &BuildOpts,
+    i: usize,
+) -> Result<Booted, String> {
+    let node = &sc.nodes[i];
+    let nn = &net.nodes[i];
+    Ok(match &node.kind {
+        NodeKind::Segment(_) => (
+            Box::new(MediumNode::new(node.name.clone(), nn.ifaces.len())),
+            Clock::default(),
+            None,
+            Clock::default(),
+        ),
+        NodeKind::Host(hs) => {
+            let f = &nn.ifaces[0];
+            let link = &sc.links[f.link];
+            let echo = sc.flows.iter().map(|fl| fl.echo && fl.to == i).collect();
+            let mut host = Host::new(
+                node.name.clone(),
+                f.ip,
+                f.mac,
+                f.peer_mac,
+                link.capacity_bps,
+                link.framing,
+                echo,
+            );
+            if f.domain.is_some_and(|d| !net.domains[d].is_point_to_point()) {
+                host = host.announce_on_start();
+            }
+            if sc.nodes[f.peer].is_medium() {
+                host = host.half_duplex();
+            }
+            // The NIC runs on true time; the host's clock drives its
+            // traffic generators only.
+            (
+                Box::new(host),
+                Clock::default(),
+                None,
+                Clock {
+                    offset_ns: hs.clock_offset_ns,
+                    drift_ppm: hs.clock_drift_ppm,
+                },
+            )
+        }
+        _ => {
+            let n = build_node(sc, net, setup, i, opts)?.ok_or_else(|| {
+                format!(
+                    "node {}: no simulated node of kind {}",
+                    node.name,
+                    node.kind_name()
+                )
+            })?;
+            let (offset_ns, drift_ppm) = node.clock();
+            let cpu = node.cpu().map(|(dist, limit)| Cpu::new(dist, limit));
+            (n, Clock { offset_ns, drift_ppm }, cpu, Clock::default())
+        }
+    })
+}
+
+/// Node `i` booting again after a kill: its node and CPU, fresh.
+pub(crate) fn reboot(sc: &Scenario, net: &Network, i: usize) -> Result<(Box<dyn Node>, Option<Cpu>), String> {
+    let setup = Setup::new(sc, net)?;
+    let opts = BuildOpts {
+        static_peer_macs: true,
+        ..BuildOpts::default()
+    };
+    make_node(sc, net, &setup, &opts, i).map(|(n, _, cpu, _)| (n, cpu))
 }

@@ -73,6 +73,32 @@ pub(crate) struct Slot {
     pub source_clock: Clock,
     /// The node's pending wake-up, if one is scheduled.
     wake_at: Option<Instant>,
+    /// Killed (`[[fault]] kind = "kill"`) and not restarted: it receives,
+    /// sends and times out nothing.
+    down: bool,
+    /// The CpuDone event the CPU of a killed node still has queued: it
+    /// belongs to that CPU, not to the one a restart brings.
+    stale_cpu_done: Option<Instant>,
+    /// What the node's earlier lives did (before restarts) and lost.
+    past: Past,
+}
+
+/// A killed node's accounts: what its earlier lives counted (so a reboot
+/// does not reset the run's counters) and the traffic the kill lost.
+#[derive(Clone, Debug, Default)]
+struct Past {
+    /// Per port (tx packets, tx frame bytes, tx wire bytes) of earlier lives.
+    ports: Vec<(u64, u64, u64)>,
+    /// Ledger of earlier lives: copies created, frames dropped (CPU
+    /// input-queue drops included).
+    created: u64,
+    dropped: u64,
+    /// Traffic held (queues, CPU input queue) when the node was killed.
+    lost_held: u64,
+    /// Traffic that reached the node while it was down.
+    lost_arriving: u64,
+    kills: u64,
+    restarts: u64,
 }
 
 impl Slot {
@@ -84,6 +110,9 @@ impl Slot {
             sources: Vec::new(),
             source_clock: Clock::default(),
             wake_at: None,
+            down: false,
+            stale_cpu_done: None,
+            past: Past::default(),
         }
     }
     /// Attach traffic sources scheduled on `clock`.
@@ -168,6 +197,12 @@ pub struct Sim {
     interrupted: bool,
     /// Per node, per port: a pcap capture of what the port transmits.
     pcap: Vec<Vec<Option<Capture>>>,
+    /// `[[fault]] kind = "kill"` as a schedule: (time, node, restart?),
+    /// in time order, and the next one due.
+    kills: Vec<(Instant, usize, bool)>,
+    next_kill: usize,
+    /// What each kill and restart did, for results (`extra.kills`).
+    kill_log: Vec<serde_json::Value>,
 }
 
 type Capture = pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>;
@@ -234,6 +269,16 @@ impl Sim {
             })
             .collect();
         let rng = StdRng::seed_from_u64(sc.seed);
+        let mut kills: Vec<(Instant, usize, bool)> = Vec::new();
+        for k in &sc.kills {
+            kills.push((Instant(k.at.as_nanos()), k.node, false));
+            if let Some(r) = k.restart {
+                kills.push((Instant(r.as_nanos()), k.node, true));
+            }
+        }
+        // A restart at the same time as a kill of the same node (allowed
+        // at load) comes first: the node boots and dies.
+        kills.sort_by_key(|&(t, n, up)| (t, !up, n));
         Sim {
             sc,
             net,
@@ -256,6 +301,9 @@ impl Sim {
             stop: None,
             interrupted: false,
             pcap: Vec::new(),
+            kills,
+            next_kill: 0,
+            kill_log: Vec::new(),
         }
     }
 
@@ -354,7 +402,14 @@ impl Sim {
         let end = Instant(self.sc.duration.as_nanos());
         let hard_end = end + self.sc.drain;
         let mut next_report = 1.0;
-        while let Some(t) = self.q.peek_time() {
+        loop {
+            let kill_at = self.kills.get(self.next_kill).map(|k| k.0);
+            let Some(t) = (match (self.q.peek_time(), kill_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }) else {
+                break;
+            };
             if self.snap_start.is_none() && t >= warmup {
                 self.snap_start = Some(self.port_counters());
             }
@@ -367,6 +422,19 @@ impl Sim {
             if self.events & 0x3ff == 0 && self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 self.interrupted = true;
                 break;
+            }
+            if kill_at == Some(t) {
+                // Node failures and restarts come before the events of
+                // their instant: a node killed at t sees nothing at t.
+                let (at, node, up) = self.kills[self.next_kill];
+                self.next_kill += 1;
+                self.now = at;
+                if up {
+                    self.restart(node);
+                } else {
+                    self.kill(node);
+                }
+                continue;
             }
             let Some((t, ev)) = self.q.pop() else { break };
             self.now = t;
@@ -411,7 +479,16 @@ impl Sim {
                     self.service(i);
                 }
             }
-            Ev::CpuDone { node } => self.cpu_done(node as usize),
+            Ev::CpuDone { node } => {
+                let slot = &mut self.slots[node as usize];
+                if slot.stale_cpu_done == Some(self.now) {
+                    // The dead CPU's completion; a restarted node's own
+                    // was scheduled after it.
+                    slot.stale_cpu_done = None;
+                } else if !slot.down {
+                    self.cpu_done(node as usize);
+                }
+            }
             Ev::Emit { node, source } => self.emit(node as usize, source as usize),
             Ev::Medium { seg } => {
                 let m = seg as usize;
@@ -449,6 +526,9 @@ impl Sim {
                         med.traffic_lost += 1;
                     }
                     let slot = &mut self.slots[node as usize];
+                    if slot.down {
+                        continue;
+                    }
                     let local = slot.clock.local(now);
                     slot.node.handle_tx_done(local, port, status);
                     self.service(node as usize);
@@ -506,6 +586,12 @@ impl Sim {
     fn arrive(&mut self, i: usize, port: u16, mut pkt: Packet, alone: bool) {
         let now = self.now;
         let slot = &mut self.slots[i];
+        if slot.down {
+            if pkt.meta.uid != 0 {
+                slot.past.lost_arriving += 1;
+            }
+            return;
+        }
         let local = slot.clock.local(now);
         // The NIC's receive time: nodes decode time-dependent fields (TDP
         // stamps) against it, however long the frame then waits for the CPU.
@@ -537,6 +623,22 @@ impl Sim {
     fn emit(&mut self, i: usize, s: usize) {
         let now = self.now;
         let slot = &mut self.slots[i];
+        if slot.down {
+            // A dead host's applications send nothing; their schedule
+            // runs on, so they resume on time after a restart.
+            let src = &mut slot.sources[s];
+            if let Some(t) = src.advance(&mut RngDraw(&mut self.rng)) {
+                let at = slot.source_clock.global(Instant(t)).max(now);
+                self.q.push(
+                    at,
+                    Ev::Emit {
+                        node: i as u32,
+                        source: s as u32,
+                    },
+                );
+            }
+            return;
+        }
         let src = &mut slot.sources[s];
         let flow = src.flow as usize;
         let size = src.size(&mut RngDraw(&mut self.rng));
@@ -611,6 +713,9 @@ impl Sim {
     /// Let node `i` run its timers, transmit what it can now and hand up
     /// what it delivered, then arm its next wake-up.
     fn service(&mut self, i: usize) {
+        if self.slots[i].down {
+            return;
+        }
         let now = self.now;
         let local = self.slots[i].clock.local(now);
         self.slots[i].node.handle_timeout(local);
@@ -670,13 +775,88 @@ impl Sim {
         }
     }
 
+    /// Node `i` fails (`[[fault]] kind = "kill"`): from now on it receives,
+    /// sends and times out nothing. The traffic it holds — its queues and
+    /// its CPU's input queue — is lost, and counted so (the ledger's
+    /// dropped), as is every frame that reaches it while it is down. Its
+    /// counters stay as they were at the kill (results show them).
+    fn kill(&mut self, i: usize) {
+        let now = self.now;
+        let slot = &mut self.slots[i];
+        if slot.down {
+            return;
+        }
+        let held = slot.node.ledger().held + slot.cpu.as_ref().map_or(0, |c| c.traffic_len() as u64);
+        slot.down = true;
+        slot.wake_at = None;
+        slot.stale_cpu_done = slot.cpu.as_ref().and_then(|c| c.poll_timeout());
+        slot.past.lost_held += held;
+        slot.past.kills += 1;
+        let counters: BTreeMap<String, u64> = slot.node.counters().into_iter().collect();
+        self.kill_log.push(serde_json::json!({
+            "node": self.sc.nodes[i].name,
+            "at_s": now.as_secs_f64(),
+            "event": "kill",
+            "lost_held": held,
+            "counters": counters,
+        }));
+    }
+
+    /// Node `i` boots again: a fresh node from the scenario's
+    /// configuration, with a fresh CPU. What the dead one counted is
+    /// carried into the run's totals (ports, ledger), so link results
+    /// and the packet ledger cover both lives.
+    fn restart(&mut self, i: usize) {
+        if !self.slots[i].down {
+            return;
+        }
+        let booted = build::reboot(&self.sc, &self.net, i);
+        let name = self.sc.nodes[i].name.clone();
+        let (node, cpu) = match booted {
+            Ok(b) => b,
+            Err(e) => {
+                // Built at load, so this does not happen; if it did, the
+                // node stays down and the results say why.
+                self.kill_log.push(serde_json::json!({
+                    "node": name, "at_s": self.now.as_secs_f64(), "event": "restart failed", "error": e,
+                }));
+                return;
+            }
+        };
+        let slot = &mut self.slots[i];
+        let old_ports: Vec<(u64, u64, u64)> = (0..slot.node.port_count())
+            .map(|p| {
+                let r = slot.node.port_report(p as u16);
+                (r.tx_pkts, r.tx_bytes, r.tx_wire_bytes)
+            })
+            .collect();
+        if slot.past.ports.len() < old_ports.len() {
+            slot.past.ports.resize(old_ports.len(), (0, 0, 0));
+        }
+        for (b, o) in slot.past.ports.iter_mut().zip(old_ports) {
+            *b = (b.0 + o.0, b.1 + o.1, b.2 + o.2);
+        }
+        let l = slot.node.ledger();
+        slot.past.created += l.created;
+        slot.past.dropped += l.dropped + slot.cpu.as_ref().map_or(0, |c| c.drops);
+        slot.past.restarts += 1;
+        slot.node = node;
+        slot.cpu = cpu;
+        slot.down = false;
+        self.kill_log.push(serde_json::json!({
+            "node": name, "at_s": self.now.as_secs_f64(), "event": "restart",
+        }));
+        self.service(i);
+    }
+
     /// Packets inside the network: in flight on media, in CPU queues, and
     /// held by nodes (queues, shapers, hold buffers). Only traffic counts
     /// (frames with a uid): control frames (ARP, DS frames) are made and
     /// consumed by nodes, like padding.
     pub fn in_flight(&self) -> usize {
         let mut n = self.q.frames_in_flight();
-        for s in &self.slots {
+        // A dead node's frames were counted lost when it died.
+        for s in self.slots.iter().filter(|s| !s.down) {
             n += s.cpu.as_ref().map_or(0, |c| c.traffic_len());
             n += s.node.ledger().held as usize;
         }
@@ -695,12 +875,22 @@ impl Sim {
         // the copies beyond the first station's are created by the medium
         // (counted as they arrive, so a run that stops while a frame is
         // still propagating balances).
-        let created: u64 = self.slots.iter().map(|s| s.node.ledger().created).sum::<u64>()
+        let created: u64 = self
+            .slots
+            .iter()
+            .map(|s| s.node.ledger().created + s.past.created)
+            .sum::<u64>()
             + self.media.iter().map(|m| m.seg.traffic_copies()).sum::<u64>();
         let dropped = self
             .slots
             .iter()
-            .map(|s| s.cpu.as_ref().map_or(0, |c| c.drops) + s.node.ledger().dropped)
+            .map(|s| {
+                s.cpu.as_ref().map_or(0, |c| c.drops)
+                    + s.node.ledger().dropped
+                    + s.past.dropped
+                    + s.past.lost_held
+                    + s.past.lost_arriving
+            })
             .sum::<u64>()
             + self
                 .media
@@ -724,7 +914,8 @@ impl Sim {
                 (0..s.node.port_count())
                     .map(|p| {
                         let r = s.node.port_report(p as u16);
-                        (r.tx_pkts, r.tx_bytes, r.tx_wire_bytes)
+                        let b = s.past.ports.get(p).copied().unwrap_or_default();
+                        (r.tx_pkts + b.0, r.tx_bytes + b.1, r.tx_wire_bytes + b.2)
                     })
                     .collect()
             })
@@ -776,6 +967,14 @@ impl Sim {
             if let Some(c) = &slot.cpu {
                 counters.insert("input_queue_drops".into(), c.drops);
             }
+            if slot.past.kills > 0 {
+                let p = &slot.past;
+                counters.insert("killed".into(), p.kills);
+                counters.insert("restarted".into(), p.restarts);
+                counters.insert("lost_held_at_kill".into(), p.lost_held);
+                counters.insert("lost_arriving_while_down".into(), p.lost_arriving);
+                counters.insert("down_at_end".into(), slot.down as u64);
+            }
             nodes.push(NodeResult {
                 name: name.clone(),
                 counters,
@@ -785,6 +984,9 @@ impl Sim {
         let sim_s = self.now.as_secs_f64();
         let mut extra = self.extra.clone();
         extra.insert("engine_stalls".into(), self.stalls.into());
+        if !self.kill_log.is_empty() {
+            extra.insert("kills".into(), self.kill_log.clone().into());
+        }
         if self.interrupted {
             extra.insert("interrupted_at_s".into(), self.now.as_secs_f64().into());
         }

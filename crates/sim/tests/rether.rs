@@ -237,6 +237,60 @@ fn a_crashed_node_rejoins_during_a_cycle() {
     assert!(one_token(&r));
 }
 
+/// `[[fault]]` is `[[rether.fault]]`'s other spelling: the same station
+/// fault, the same run.
+#[test]
+fn a_top_level_fault_is_the_same_station_fault() {
+    let fault = "node = \"s5\"\nat = \"400ms\"\nkind = \"crash\"\nrestart = \"900ms\"";
+    let base = scenario(6, &[(1, 2, 3000, 5.0), (3, 2, 3000, 6.0)], "200kb/s", "", 2.0);
+    let a = with_fault(fault);
+    let b = run(&format!("{base}\n[[fault]]\n{fault}\n"));
+    assert_eq!(node_counter(&b, "s5", "fault_restarts"), 1);
+    assert_eq!(
+        serde_json::to_value(&a.flows).unwrap(),
+        serde_json::to_value(&b.flows).unwrap()
+    );
+}
+
+/// The simulator's generic kill (`kind = "kill"`) at a RETHER station: s4,
+/// an NRT station, dies at 500 ms and reboots at 1.2 s. The others declare
+/// it dead and keep one token; the reboot (a fresh station, `boot =
+/// "join"`) joins again and is visited.
+#[test]
+fn a_killed_station_is_declared_dead_and_its_reboot_joins() {
+    let base = scenario(
+        6,
+        &[(1, 2, 3000, 5.0), (3, 2, 3000, 6.0)],
+        "200kb/s",
+        "boot = \"join\"",
+        2.0,
+    );
+    let sc = load_str(
+        "t.toml",
+        &format!("{base}\n[[fault]]\nnode = \"s4\"\nat = \"500ms\"\nkind = \"kill\"\nrestart = \"1.2s\"\n"),
+        &[],
+    )
+    .unwrap();
+    // (No ledger here: RT sessions deliver units, not the flow packets
+    // the ledger counts, with or without kills.)
+    let r = Sim::new(sc).unwrap().run();
+    assert_eq!(
+        (
+            node_counter(&r, "s4", "killed"),
+            node_counter(&r, "s4", "restarted")
+        ),
+        (1, 1)
+    );
+    assert!(total(&r, "successors_declared_dead") >= 1, "{:?}", r.nodes);
+    assert!(node_counter(&r, "s4", "joins_sent") >= 1, "{:?}", r.nodes);
+    assert!(total(&r, "joins_applied") >= 1, "{:?}", r.nodes);
+    assert!(one_token(&r));
+    for f in ["rt0", "rt1"] {
+        let rx = receiver(&r, f);
+        assert!(rx["units_in_window"].as_u64().unwrap_or(0) >= 55, "{rx}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
 

@@ -170,3 +170,315 @@ fn flows_receive_what_left_on_the_outgoing_links() {
         "received {received}, delivered {delivered}"
     );
 }
+
+fn node_counter(r: &Results, node: &str, key: &str) -> u64 {
+    let n = r
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .unwrap_or_else(|| panic!("no node {node}"));
+    n.counters.get(key).copied().unwrap_or(0)
+}
+
+/// `[[fault]] kind = "kill"` (seed 003 §IV-A's failures, in the whole
+/// simulator): the master fe1 dies at 5 ms for good, fe3 dies at 10 ms and
+/// boots again at 24 ms (longer than the balancers' 10 ms timeout). A new
+/// master is elected (fe2, the lowest id still alive), the balancers move
+/// the dead forwarders' flows and move fe3's back when it is heard again,
+/// the rebooted fe3 rejoins the cycles as a slave, and the ledger balances
+/// with what the kills lost counted as lost.
+#[test]
+fn killed_master_and_forwarder_elect_rehash_and_rejoin() {
+    let text = scenario(3, 3, 3, "lds", 500)
+        + "[[fault]]\nnode = \"fe1\"\nat = \"5ms\"\nkind = \"kill\"\n\
+           [[fault]]\nnode = \"fe3\"\nat = \"10ms\"\nkind = \"kill\"\nrestart = \"24ms\"\n";
+    let (r, (generated, delivered, dropped, inside)) = run(&text);
+    assert_eq!(generated, delivered + dropped + inside, "ledger");
+    assert_eq!(r.extra["engine_stalls"].as_u64(), Some(0));
+    let c = |n: &str, k: &str| node_counter(&r, n, k);
+    // fe1: dead from 5 ms on; what the balancers sent it before they
+    // noticed is lost, and counted.
+    assert_eq!((c("fe1", "killed"), c("fe1", "down_at_end")), (1, 1));
+    assert!(c("fe1", "lost_arriving_while_down") > 0);
+    // fe2 won the election and is master at the end; it saw fe3 go and come back.
+    assert!(c("fe2", "master_lost") >= 1 && c("fe2", "elections_won") >= 1);
+    assert_eq!(c("fe2", "is_master"), 1);
+    assert!(c("fe2", "fe_declared_dead") >= 1 && c("fe2", "fe_revived") >= 1);
+    // fe3 rebooted (its counters are its second life's): it followed fe2's
+    // cycles and forwarded again.
+    assert_eq!(
+        (c("fe3", "killed"), c("fe3", "restarted"), c("fe3", "down_at_end")),
+        (1, 1, 0)
+    );
+    assert_eq!(c("fe3", "is_master"), 0);
+    assert!(c("fe3", "clocks_adopted") > 0 && c("fe3", "tx_data") > 0);
+    // The balancers dropped both, re-hashed their flows, took fe3 back.
+    for lb in ["lb1", "lb2"] {
+        assert!(c(lb, "fe_down") >= 2, "{lb}");
+        assert!(c(lb, "fe_up") >= 1, "{lb}");
+        assert!(c(lb, "rehashed") > 0, "{lb}");
+        assert_eq!(c(lb, "alive"), 2, "{lb}");
+    }
+    let log = r.extra["kills"].as_array().expect("extra.kills");
+    let events: Vec<(&str, &str)> = log
+        .iter()
+        .map(|e| (e["node"].as_str().unwrap(), e["event"].as_str().unwrap()))
+        .collect();
+    assert_eq!(events, [("fe1", "kill"), ("fe3", "kill"), ("fe3", "restart")]);
+}
+
+/// Without kills the same run delivers more: the kills really took
+/// forwarders away (the test above is not passing by doing nothing).
+#[test]
+fn kills_cost_forwarded_packets() {
+    let base = scenario(3, 3, 3, "lds", 500);
+    let killed = base.clone() + "[[fault]]\nnode = \"fe1\"\nat = \"5ms\"\nkind = \"kill\"\n";
+    let (_, (_, d0, drop0, _)) = run(&base);
+    let (_, (_, d1, drop1, _)) = run(&killed);
+    assert!(
+        d1 < d0 && drop1 > drop0,
+        "delivered {d0} -> {d1}, dropped {drop0} -> {drop1}"
+    );
+}
+
+/// Bad `[[fault]]` entries are refused at load with their place.
+#[test]
+fn bad_faults_are_refused_with_their_place() {
+    let base = scenario(2, 1, 1, "sds", 100);
+    let line = base.lines().count() + 2;
+    for (entry, want) in [
+        (
+            "node = \"fe9\"\nat = \"5ms\"\nkind = \"kill\"",
+            "fault node `fe9` is not a node",
+        ),
+        (
+            "node = \"fe1\"\nat = \"30ms\"\nkind = \"kill\"",
+            "not within the run",
+        ),
+        (
+            "node = \"fe1\"\nat = \"5ms\"\nkind = \"kill\"\nrestart = \"5ms\"",
+            "restart is not after at",
+        ),
+        (
+            "node = \"fe1\"\nat = \"5ms\"\nkind = \"kill\"\nrestart = \"1s\"",
+            "not within the run",
+        ),
+        (
+            "node = \"fe1\"\nat = \"5ms\"\nkind = \"reboot\"",
+            "unknown fault kind `reboot`",
+        ),
+        (
+            "node = \"fe1\"\nat = \"5ms\"\nkind = \"crash\"",
+            "not a RETHER station",
+        ),
+        (
+            "node = \"fe1\"\nat = \"5ms\"\nkind = \"kill\"\ncount = 2",
+            "`count` does not apply",
+        ),
+    ] {
+        let text = format!("{base}\n[[fault]]\n{entry}\n");
+        let e = load_str("f.toml", &text, &[]).expect_err(entry).to_string();
+        assert!(e.contains(want), "{entry}: {e}");
+        assert!(e.starts_with("f.toml:"), "{entry}: {e}");
+        let at: usize = e.split(':').nth(1).unwrap().parse().unwrap();
+        assert!(
+            at >= line && at <= line + 4,
+            "{entry}: line {at}, entry at {line}: {e}"
+        );
+    }
+    let twice = format!(
+        "{base}\n[[fault]]\nnode = \"fe1\"\nat = \"5ms\"\nkind = \"kill\"\nrestart = \"20ms\"\n\
+         [[fault]]\nnode = \"fe1\"\nat = \"10ms\"\nkind = \"kill\"\n"
+    );
+    let e = load_str("f.toml", &twice, &[]).expect_err("overlap").to_string();
+    assert!(e.contains("already down"), "{e}");
+}
+
+/// Three flows, one per class, from three generators to n1: IP sizes
+/// 1009, 1013 and 1019 bytes (no two finish tags of equal-weight classes
+/// tie before ~10^6 bytes per class), CBR, all starting at 1 ms, each
+/// offered twice its share so every class stays backlogged.
+fn one_ol_flows(rate_pps: u32) -> String {
+    let mut s = String::new();
+    for (c, size) in [1009, 1013, 1019].into_iter().enumerate() {
+        s += &format!(
+            "[[flow]]\nname = \"c{c}\"\nfrom = \"g{c}\"\nto = \"n1\"\ndscp = {}\nsport = {}\nsize = {size}\nrate = \"{rate_pps}pps\"\nstart = \"1ms\"\n",
+            8 * c,
+            5000 + c
+        );
+    }
+    s
+}
+
+/// The classes of the frames a link sent, in order, from a pcap of it
+/// (each class has its own frame size).
+fn departures(dir: &std::path::Path, link: &str, sizes: &[u32]) -> Vec<usize> {
+    let f = std::fs::File::open(dir.join(format!("{link}.pcap"))).expect("pcap");
+    let mut r = pcap_file::pcap::PcapReader::new(f).expect("pcap header");
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("pcap packet");
+        // ARP and the like: not traffic.
+        let Ok(ip) = qosnet_core::wire::parse_ipv4(&p.data) else {
+            continue;
+        };
+        if let Some(c) = sizes.iter().position(|&s| s == ip.total_len as u32) {
+            v.push(c);
+        }
+    }
+    v
+}
+
+fn run_capturing(text: &str, link: &str, tag: &str) -> (Vec<usize>, (u64, u64, u64, u64)) {
+    let sc = load_str("t.toml", text, &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let mut sim = Sim::new(sc).unwrap();
+    let dir = std::env::temp_dir().join(format!("qosnet-sds-wfq-{}-{tag}", std::process::id()));
+    sim.enable_pcap(&dir, &[link.replace('-', "->")]).unwrap();
+    sim.run();
+    let d = departures(&dir, link, &[1009, 1013, 1019]);
+    let _ = std::fs::remove_dir_all(&dir);
+    (d, sim.ledger())
+}
+
+/// Seed 003's premise in the whole simulator: an STSDR of one forwarder
+/// and one outgoing link under S-DS against a centralised router with
+/// qosnet's exact WFQ (PGPS), the same three backlogged classes. Compared:
+/// the order of classes on the outgoing link (STSDR: tsw->n1; router:
+/// R->n1) and bytes per class; not times (the STSDR sends one packet per
+/// DS cycle, the router at its link's rate).
+///
+/// What holds (measured, docs/paper-stsdr.md): the router departs exactly
+/// in PGPS finish-tag order on wire bytes (IP + 38) for all ~1 000
+/// departures but the last; the STSDR departs in the same order for the first 314
+/// (~105 rounds), and the two never differ by more than one packet per
+/// class in bytes. Beyond 314 the orders differ: the router's class 0
+/// overtakes class 2 (the 10-byte drift per round reaches a packet) at
+/// departure 314, the STSDR's at 335 — an open difference, not explained.
+#[test]
+fn sds_one_fe_one_ol_departs_in_exact_wfq_order() {
+    let stsdr = "[scenario]\nname = \"sds-1x1\"\nduration = \"60ms\"\nwarmup = \"1ms\"\nseed = 5\n\n\
+         [defaults.link]\ncapacity = \"1Gb/s\"\n\n\
+         [stsdr]\nvariant = \"sds\"\nt_br = \"200us\"\nclasses = 3\nqueue_limit = 5000\noutlinks = [\"n1\"]\n\n\
+         [[node]]\nname = \"tsw\"\nkind = \"switch\"\nswitch = { queue_packets = 5000, latency = \"1us\" }\n\
+         [[node]]\nname = \"lb1\"\nkind = \"stsdr-balancer\"\n\
+         [[node]]\nname = \"fe1\"\nkind = \"stsdr-forwarder\"\nprocessing = \"2us\"\ninput_queue = 1000\n"
+        .to_string()
+        + &["g0", "g1", "g2", "n1"]
+            .iter()
+            .map(|h| format!("[[node]]\nname = \"{h}\"\nkind = \"host\"\n"))
+            .collect::<String>()
+        + &["lb1", "fe1", "g0", "g1", "g2", "n1"]
+            .iter()
+            .map(|x| format!("[[link]]\na = \"{x}\"\nb = \"tsw\"\n"))
+            .collect::<String>()
+        + &one_ol_flows(20000);
+    // The router's output link at 100 Mb/s: ~12 kpps of these sizes, as
+    // the S-DS cycles give; its input links at 1 Gb/s.
+    let router = "[scenario]\nname = \"wfq-1\"\nduration = \"60ms\"\nwarmup = \"1ms\"\nseed = 5\n\n\
+         [defaults.link]\ncapacity = \"1Gb/s\"\n\n\
+         [[node]]\nname = \"R\"\nkind = \"router\"\nscheduler = \"wfq\"\nqueue_packets = 30000\n"
+        .to_string()
+        + &["g0", "g1", "g2", "n1"]
+            .iter()
+            .map(|h| format!("[[node]]\nname = \"{h}\"\nkind = \"host\"\n"))
+            .collect::<String>()
+        + &["g0", "g1", "g2"]
+            .iter()
+            .map(|x| format!("[[link]]\na = \"{x}\"\nb = \"R\"\n"))
+            .collect::<String>()
+        + "[[link]]\na = \"R\"\nb = \"n1\"\ncapacity = \"100Mb/s\"\n"
+        + &one_ol_flows(20000);
+    let (a, la) = run_capturing(&stsdr, "tsw-n1", "sds");
+    let (b, lb) = run_capturing(&router, "R-n1", "wfq");
+    assert_eq!(la.0, la.1 + la.2 + la.3, "STSDR ledger");
+    assert_eq!(lb.0, lb.1 + lb.2 + lb.3, "router ledger");
+    let n = a.len().min(b.len());
+    assert!(
+        n >= 900,
+        "too few departures to compare: {} / {}",
+        a.len(),
+        b.len()
+    );
+    // PGPS on backlogged classes of equal weight from a common start:
+    // the next packet is the class with the smallest cumulative wire bytes
+    // after it (ties: lower class; none occur in this window).
+    let wire = [1009 + 38, 1013 + 38, 1019 + 38];
+    let mut sent = [0u64; 3];
+    let pgps: Vec<usize> = (0..n)
+        .map(|_| {
+            let c = (0..3).min_by_key(|&c| (sent[c] + wire[c], c)).unwrap();
+            sent[c] += wire[c];
+            c
+        })
+        .collect();
+    // (The router's last departures are after the sources stopped.)
+    assert_eq!(
+        b[..n - 1],
+        pgps[..n - 1],
+        "the router's WFQ is not PGPS on wire bytes"
+    );
+    let first = (0..n).find(|&i| a[i] != b[i]).unwrap_or(n);
+    assert!(
+        first >= 300,
+        "orders differ from departure {first}: STSDR {:?} router {:?}",
+        &a[first.saturating_sub(3)..(first + 6).min(n)],
+        &b[first.saturating_sub(3)..(first + 6).min(n)]
+    );
+    // Bytes per class after every departure: never more than one packet apart.
+    let (mut x, mut y) = ([0i64; 3], [0i64; 3]);
+    for i in 0..n {
+        x[a[i]] += wire[a[i]] as i64;
+        y[b[i]] += wire[b[i]] as i64;
+        for c in 0..3 {
+            assert!(
+                (x[c] - y[c]).abs() <= 1057,
+                "departure {i}, class {c}: {x:?} vs {y:?}"
+            );
+        }
+    }
+}
+
+/// Any node kind: the T-switch (all traffic crosses it) dies for 5 ms and
+/// a generator host for 10 ms. The ledger balances, what reached the dead
+/// switch is counted lost, the host's sources are silent while it is down
+/// and send again after its reboot.
+#[test]
+fn killing_a_switch_and_a_host_keeps_the_ledger() {
+    let base = scenario(3, 3, 3, "nowfq", 300);
+    let killed = base.clone()
+        + "[[fault]]\nnode = \"tsw\"\nat = \"8ms\"\nkind = \"kill\"\nrestart = \"13ms\"\n\
+           [[fault]]\nnode = \"g1\"\nat = \"15ms\"\nkind = \"kill\"\nrestart = \"25ms\"\n";
+    let (r0, _) = run(&base);
+    let (r, (generated, delivered, dropped, inside)) = run(&killed);
+    assert_eq!(generated, delivered + dropped + inside, "ledger");
+    assert_eq!(r.extra["engine_stalls"].as_u64(), Some(0));
+    let c = |n: &str, k: &str| node_counter(&r, n, k);
+    assert_eq!((c("tsw", "killed"), c("tsw", "restarted")), (1, 1));
+    assert!(c("tsw", "lost_arriving_while_down") > 0);
+    assert_eq!(
+        (c("g1", "killed"), c("g1", "restarted"), c("g1", "down_at_end")),
+        (1, 1, 0)
+    );
+    // g1 sent nothing for 10 of its 30 ms; g2 as much as without kills.
+    let sent = |r: &Results, g: &str| -> u64 {
+        r.flows
+            .iter()
+            .filter(|f| f.name.starts_with(g))
+            .map(|f| f.sent)
+            .sum()
+    };
+    let (g1, g1_0) = (sent(&r, "g1"), sent(&r0, "g1"));
+    assert!(
+        g1 < g1_0 && g1 as f64 > 0.5 * g1_0 as f64,
+        "g1 sent {g1} vs {g1_0}"
+    );
+    assert_eq!(sent(&r, "g2"), sent(&r0, "g2"));
+    // Delivery resumed after the switch came back (its forwarding
+    // database empty: it floods until it learns, so the ledger's
+    // generated counts copies the run without kills did not make).
+    assert!(r
+        .flows
+        .iter()
+        .filter(|f| f.name.starts_with("g2"))
+        .all(|f| f.received > 0));
+}

@@ -403,9 +403,9 @@ impl T4Options {
             .ok_or("T4 scenario has no flow `bulk`")?;
         let probes: Vec<&qosnet_scenario::Flow> = sc.flows.iter().filter(|f| f.name != "bulk").collect();
         let first = probes.first().ok_or("T4 scenario has no probe flows")?;
-        let size = |s: &SizeDist| match *s {
-            SizeDist::Fixed(b) => Ok(b),
-            SizeDist::Imix => Err("T4 probes need fixed sizes".to_string()),
+        let size = |s: &SizeDist| match s {
+            SizeDist::Fixed(b) => Ok(*b),
+            _ => Err("T4 probes need fixed sizes".to_string()),
         };
         Ok(T4Options {
             src: sc.nodes[first.from].name.clone(),

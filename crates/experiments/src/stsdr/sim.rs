@@ -230,6 +230,15 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         jobs.push((2, v));
     }
     jobs.push((3, double.clone()));
+    // T_br vs fairness, measured in the whole simulator the same way
+    // (class 1 at twice the load, L-DS l = 25, no DS loss): a longer
+    // T_br means fewer, longer-apart decisions on older views.
+    let tbr_base = jobs.len();
+    for t in TBR_CURVE {
+        let mut v = double.clone();
+        v.push(format!("stsdr.t_br={t}"));
+        jobs.push((2, v));
+    }
     let runs = run::parallel(sim_jobs(jobs, &sets))?;
     let t: Vec<Tput> = runs.iter().map(|(sc, r)| measure(sc, r)).collect();
 
@@ -397,15 +406,65 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         );
         curve.push((l, x.kpps, diff, lag));
     }
-    print_ds_loss(&runs[loss_base..]);
+    print_ds_loss(&runs[loss_base..tbr_base]);
+    let tbr_curve = print_tbr(&runs[tbr_base..]);
     if let Some(dir) = &o.out {
         let dir = dir.join("stsdr");
         std::fs::create_dir_all(&dir)?;
         let path = dir.join("tradeoff.svg");
-        plot(&path, &curve, nowfq.kpps).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        plot(&path, &curve, &tbr_curve, nowfq.kpps).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         outln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// T_br values of the T_br-vs-fairness table (72 us: the paper's).
+const TBR_CURVE: [&str; 4] = ["36us", "72us", "144us", "288us"];
+
+/// Shares of OL_1's bytes per class (%), the worst distance of a share
+/// from 1/3 (points) and Jain's index over the three classes.
+fn ol1_fairness(r: &Results) -> ([f64; 3], f64, f64) {
+    let b = ol1_class_bytes(r);
+    let tot: f64 = b.iter().sum::<f64>().max(1e-9);
+    let jain = tot * tot / (3.0 * b.iter().map(|x| x * x).sum::<f64>().max(1e-9));
+    let off = b
+        .iter()
+        .map(|x| (100.0 * x / tot - 100.0 / 3.0).abs())
+        .fold(0.0, f64::max);
+    (b.map(|x| 100.0 * x / tot), off, jain)
+}
+
+/// The T_br-vs-fairness table; returns (T_br, kpps, max off 1/3 in
+/// points) per run for the plot.
+fn print_tbr(runs: &[(Scenario, Results)]) -> Vec<(String, f64, f64)> {
+    outln!("\nT_br vs fairness (beyond the paper; whole simulator): L-DS l = 25, class 1 offered 2x, equal weights; shares of OL_1 bytes");
+    outln!(
+        "{:>7} {:>9} {:>9} {:>9} {:>16} {:>10} {:>8}",
+        "T_br",
+        "class 1 %",
+        "class 2 %",
+        "class 3 %",
+        "max off 1/3 (pt)",
+        "Jain",
+        "kpps"
+    );
+    let mut v = Vec::new();
+    for (t, (sc, r)) in TBR_CURVE.iter().zip(runs) {
+        let (sh, off, jain) = ol1_fairness(r);
+        let kpps = measure(sc, r).kpps;
+        outln!(
+            "{:>7} {:>9.2} {:>9.2} {:>9.2} {:>16.2} {:>10.5} {:>8.1}",
+            t,
+            sh[0],
+            sh[1],
+            sh[2],
+            off,
+            jain,
+            kpps
+        );
+        v.push((t.to_string(), kpps, off));
+    }
+    v
 }
 
 /// DS-loss probabilities of the loss-vs-fairness table.
@@ -443,13 +502,7 @@ fn print_ds_loss(runs: &[(Scenario, Results)]) {
         "DS lost"
     );
     for (i, (sc, r)) in runs.iter().enumerate() {
-        let b = ol1_class_bytes(r);
-        let tot: f64 = b.iter().sum::<f64>().max(1e-9);
-        let jain = tot * tot / (3.0 * b.iter().map(|x| x * x).sum::<f64>().max(1e-9));
-        let off = b
-            .iter()
-            .map(|x| (100.0 * x / tot - 100.0 / 3.0).abs())
-            .fold(0.0, f64::max);
+        let (sh, off, jain) = ol1_fairness(r);
         let lost: u64 = r
             .nodes
             .iter()
@@ -462,9 +515,9 @@ fn print_ds_loss(runs: &[(Scenario, Results)]) {
         outln!(
             "{:>7} {:>9.2} {:>9.2} {:>9.2} {:>16.2} {:>10.5} {:>8.1} {:>12}",
             label,
-            100.0 * b[0] / tot,
-            100.0 * b[1] / tot,
-            100.0 * b[2] / tot,
+            sh[0],
+            sh[1],
+            sh[2],
             off,
             jain,
             measure(sc, r).kpps,
@@ -473,9 +526,21 @@ fn print_ds_loss(runs: &[(Scenario, Results)]) {
     }
 }
 
-fn plot(path: &Path, curve: &[(u32, f64, f64, f64)], nowfq: f64) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
+/// Left: the l axis (scheduling-level fairness, the worst GPS lag, vs
+/// simulated throughput). Right: the T_br axis (fairness measured in the
+/// whole simulator, the worst class share's distance from 1/3 on OL_1,
+/// vs throughput).
+fn plot(
+    path: &Path,
+    curve: &[(u32, f64, f64, f64)],
+    tbr: &[(String, f64, f64)],
+    nowfq: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (1200, 480)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (left, right) = root.split_horizontally(720);
+    plot_tbr(&right, tbr, nowfq)?;
+    let root = left;
     let lag_max = curve.iter().map(|c| c.3).fold(1.0, f64::max) * 1.1;
     let mut ch = ChartBuilder::on(&root)
         .caption(
@@ -511,5 +576,37 @@ fn plot(path: &Path, curve: &[(u32, f64, f64, f64)], nowfq: f64) -> Result<(), B
         .background_style(WHITE.mix(0.8))
         .draw()?;
     root.present()?;
+    Ok(())
+}
+
+fn plot_tbr<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    tbr: &[(String, f64, f64)],
+    nowfq: f64,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let off_max = tbr.iter().map(|c| c.2).fold(1.0, f64::max) * 1.2;
+    let mut ch = ChartBuilder::on(area)
+        .caption("L-DS l = 25 vs T_br (whole simulator)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..nowfq.max(1.0) * 1.05, 0f64..off_max)?;
+    ch.configure_mesh()
+        .x_desc("throughput per forwarder (kpps)")
+        .y_desc("worst class share off 1/3 on OL_1 (points)")
+        .draw()?;
+    let pts: Vec<(f64, f64)> = tbr.iter().map(|c| (c.1, c.2)).collect();
+    ch.draw_series(LineSeries::new(pts.clone(), GREEN.stroke_width(2)))?;
+    for (c, p) in tbr.iter().zip(&pts) {
+        ch.draw_series(std::iter::once(Circle::new(*p, 4, GREEN.filled())))?;
+        ch.draw_series(std::iter::once(Text::new(
+            format!("T_br={}", c.0),
+            (p.0, p.1),
+            ("sans-serif", 13),
+        )))?;
+    }
     Ok(())
 }

@@ -71,6 +71,8 @@ pub(super) fn flows(
     let mut flows = Vec::new();
     let mut flow_names = HashSet::new();
     let mut spans = Vec::new();
+    // One read per capture, however many flows take their sizes from it.
+    let mut traces: std::collections::HashMap<std::path::PathBuf, std::sync::Arc<[u16]>> = Default::default();
     for (i, fl) in raw.enumerate() {
         let fl = fl?;
         let span = fl.span();
@@ -133,11 +135,14 @@ pub(super) fn flows(
                     ))
                 }
                 raw::SizeSpec::Named(n) if n == "imix" => SizeDist::Imix,
+                raw::SizeSpec::Named(n) if n.starts_with("pcap:") => {
+                    SizeDist::Trace(pcap_sizes(cx, &n["pcap:".len()..], s.span(), &mut traces)?)
+                }
                 raw::SizeSpec::Named(n) => {
                     return Err(cx.err(
                         s.span(),
                         format!("unknown size `{n}`"),
-                        "use a number of IP bytes or \"imix\"",
+                        "use a number of IP bytes, \"imix\" or \"pcap:FILE\" (a capture's sizes)",
                     ))
                 }
             },
@@ -519,4 +524,46 @@ pub(super) fn flows(
     }
 
     Ok((flows, spans))
+}
+
+/// `size = "pcap:FILE"`: the IP sizes of a capture (`crate::sizetrace`),
+/// FILE relative to the scenario file's directory. Sizes a flow cannot
+/// send are brought into range, with a warning that counts them: below
+/// [`MIN_IP_SIZE`] (too small for the measurement probe: TCP ACKs, 40
+/// bytes) up to it, above 9000 (a capture of segmentation-offloaded
+/// traffic has 64 KB "packets") down to 9000.
+fn pcap_sizes(
+    cx: &Ctx,
+    file: &str,
+    span: std::ops::Range<usize>,
+    cache: &mut std::collections::HashMap<std::path::PathBuf, std::sync::Arc<[u16]>>,
+) -> Result<std::sync::Arc<[u16]>, ScenarioError> {
+    let hint = "size = \"pcap:FILE\" takes a pcap capture of IP traffic, FILE relative to the scenario file";
+    if file.is_empty() {
+        return Err(cx.err(span, "size = \"pcap:\" names no file", hint));
+    }
+    let dir = std::path::Path::new(cx.file)
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
+    let path = dir.join(file);
+    if let Some(t) = cache.get(&path) {
+        return Ok(t.clone());
+    }
+    let t = crate::sizetrace::read(&path).map_err(|e| cx.err(span.clone(), e, hint))?;
+    let (lo, hi) = (MIN_IP_SIZE as u16, 9000u16);
+    let raised = t.sizes.iter().filter(|&&b| b < lo).count();
+    let cut = t.sizes.iter().filter(|&&b| b > hi).count();
+    if raised + cut > 0 {
+        cx.warn(
+            span.clone(),
+            format!(
+                "{}: {raised} of {} sizes below {lo} IP bytes raised to {lo} (the measurement probe's minimum), {cut} above {hi} cut to {hi}",
+                path.display(),
+                t.sizes.len()
+            ),
+        );
+    }
+    let sizes: std::sync::Arc<[u16]> = t.sizes.iter().map(|&b| b.clamp(lo, hi)).collect();
+    cache.insert(path, sizes.clone());
+    Ok(sizes)
 }

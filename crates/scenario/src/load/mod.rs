@@ -13,6 +13,7 @@
 //! `crate::ds`.
 
 mod extras;
+mod faults;
 mod flows;
 mod header;
 mod links;
@@ -706,6 +707,7 @@ fn build(
     };
     let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed)?;
     let paper = paper::paper(cx, f.paper.as_ref())?;
+    let kills = faults::kills(cx, f, &names, &nodes, h.duration)?;
     let sc = Scenario {
         name: h.name,
         description: h.description,
@@ -725,6 +727,7 @@ fn build(
         htb,
         stsdr,
         rether,
+        kills,
         paper,
         warnings: Vec::new(),
     };

@@ -36,7 +36,8 @@ pub(super) fn params(
 ) -> Result<Option<RetherParams>, ScenarioError> {
     let any = nodes.iter().any(|n| n.is_rether());
     let Some(r) = f.rether.as_ref() else {
-        return Ok(any.then(defaults));
+        let faults = faults(cx, f, names, nodes)?;
+        return Ok(any.then(|| RetherParams { faults, ..defaults() }));
     };
     if !any {
         return Err(cx.err(
@@ -113,7 +114,7 @@ pub(super) fn params(
         ack_stagger: dur(&r.ack_stagger, "ack_stagger", Duration::ZERO)?,
         ack_margin: dur(&r.ack_margin, "ack_margin", ACK_MARGIN)?,
         boot_csma,
-        faults: faults(cx, r, names, nodes)?,
+        faults: faults(cx, f, names, nodes)?,
     }))
 }
 
@@ -139,23 +140,42 @@ fn defaults() -> RetherParams {
     }
 }
 
-/// `[[rether.fault]]` entries.
+const KINDS_HINT: &str = "use \"kill\" (any node), or at a RETHER station \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\" or \"corrupt-token\"";
+
+/// The station faults of `[[rether.fault]]` and `[[fault]]`: every kind
+/// but `kill`, which fails any node from outside (`faults.rs`).
 fn faults(
     cx: &Ctx,
-    r: &raw::Rether,
+    f: &raw::File,
     names: &Names,
     nodes: &[Node],
 ) -> Result<Vec<(usize, Fault)>, ScenarioError> {
     let mut v = Vec::new();
     let max = super::limits::MAX_RUN;
-    for fl in r.fault.iter().flatten() {
+    let listed = f.rether.as_ref().and_then(|r| r.get_ref().fault.as_ref());
+    for fl in f.faults.iter().chain(listed.into_iter().flatten()) {
         let fl = fl.get_ref();
+        if fl.kind.get_ref() == super::faults::KILL {
+            continue;
+        }
         let n = names.lookup(cx, &fl.node, "fault node")?;
+        let known = ["crash", "crash-holding", "drop-token", "corrupt-token"];
+        if !known.contains(&fl.kind.get_ref().as_str()) {
+            return Err(cx.err(
+                fl.kind.span(),
+                format!("unknown fault kind `{}`", fl.kind.get_ref()),
+                KINDS_HINT,
+            ));
+        }
         if !nodes[n].is_rether() {
             return Err(cx.err(
-                fl.node.span(),
-                format!("fault at `{}`, which is not a RETHER station", nodes[n].name),
-                "faults are injected at kind = \"rether\" nodes",
+                fl.kind.span(),
+                format!(
+                    "fault kind `{}` at `{}`, which is not a RETHER station",
+                    fl.kind.get_ref(),
+                    nodes[n].name
+                ),
+                "RETHER faults are injected at kind = \"rether\" nodes; kind = \"kill\" fails any node",
             ));
         }
         let at = Instant(
@@ -213,7 +233,7 @@ fn faults(
                 return Err(cx.err(
                     fl.kind.span(),
                     format!("unknown fault kind `{other}`"),
-                    "use \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\" or \"corrupt-token\"",
+                    KINDS_HINT,
                 ))
             }
         };
