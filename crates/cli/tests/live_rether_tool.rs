@@ -515,7 +515,6 @@ fn rether_crash_of_the_token_holder_live() {
     let _kp = Kill(ping.id());
     std::thread::sleep(Duration::from_millis(1500));
     let s1 = status(&prefix, "s1");
-    let (trt, tnrt) = (s1["trt_ns"].as_u64().unwrap(), s1["t_nrt_ns"].as_u64().unwrap());
     let ctl = rethctl::find_socket(&prefix, "s3").unwrap();
     let armed = Instant::now();
     Client::connect(&ctl)
@@ -548,12 +547,10 @@ fn rether_crash_of_the_token_holder_live() {
         .filter_map(|r| r.split_whitespace().next()?.parse::<f64>().ok())
         .fold(0.0, f64::max);
     let outage_ms = (gap.saturating_sub(1) as f64 * 10.0).max(max_rtt);
-    // The core's bound (timing::regeneration_bound with no station
-    // ahead): silence timeout = TRT + (TRT − T_NRT) + 2 × ack_margin
-    // (50 ms in live.toml); the predecessor's acknowledgement timer
-    // (max_hold) and retransmissions fall within it.
-    let margin = 50_000_000u64;
-    let bound_ms = (trt + (trt - tnrt) + 2 * margin) as f64 / 1e6;
+    // The core's bound (timing::crash_recovery_bound): the predecessor's
+    // acknowledgement timer, run out on the pass and its retransmissions,
+    // or the silence timeout of a lost token.
+    let bound_ms = s1["crash_recovery_bound_ns"].as_u64().unwrap() as f64 / 1e6;
     eprintln!(
         "ping s2 -> s1: {} replies, longest gap {gap}, longest round trip {max_rtt:.1} ms: outage {outage_ms:.1} ms, bound {bound_ms:.1} ms",
         seqs.len()

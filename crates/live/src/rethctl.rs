@@ -477,6 +477,14 @@ impl ControlServer {
             "mode": mode_name(st.mode()),
             "trt_ns": st.config().trt.as_nanos(),
             "t_nrt_ns": st.config().t_nrt.as_nanos(),
+            // How long the token may stop after one station's crash.
+            "crash_recovery_bound_ns": qosnet_core::rether::timing::crash_recovery_bound(
+                st.config().trt,
+                st.config().t_nrt,
+                st.config().ack_margin,
+                st.config().pass_retries,
+            )
+            .as_nanos(),
             "holds_token": st.holds_token(),
             "down": h.is_down(),
             "token": token,
