@@ -50,6 +50,12 @@ enum Cmd {
     Node(cmd::node::NodeArgs),
     /// The same as `node` (kept for router configs written for it).
     Router(cmd::node::NodeArgs),
+    /// Real-time sessions on a running RETHER lab's stations: status,
+    /// open, send, recv, watch, close (root).
+    Rether {
+        #[command(subcommand)]
+        cmd: cmd::rether::RetherCmd,
+    },
     /// Benchmarks: `qosnet bench forward` (root).
     Bench {
         #[command(subcommand)]
@@ -68,6 +74,7 @@ fn main() -> ExitCode {
         Cmd::Gen(a) => cmd::gen::run(a),
         Cmd::Sink(a) => cmd::sink::run(a),
         Cmd::Node(a) | Cmd::Router(a) => cmd::node::run(a),
+        Cmd::Rether { cmd } => cmd::rether::run(cmd),
         Cmd::Bench { cmd } => cmd::bench::run(cmd),
     };
     match r {

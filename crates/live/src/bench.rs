@@ -404,6 +404,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                 start_at: None,
                 epoch: None,
                 kills: Vec::new(),
+                crash_holding_token: Vec::new(),
                 prefix: cfg.prefix.clone(),
                 driver: DriverConfig {
                     batch: 256,

@@ -34,6 +34,11 @@
 //! TAP device in live labs): frames the host's kernel writes there go to
 //! [`Node::handle_send`], and the node's [`Event::Deliver`]s are written
 //! back to it. The driver does this for any node that has one.
+//!
+//! A [`Service`] (e.g. a RETHER station's control socket,
+//! [`crate::rethctl`]) acts on the nodes from outside the loop: the
+//! driver polls its file descriptor with the ports' and calls it once per
+//! loop turn, so requests are served between steps, never during one.
 
 use std::collections::VecDeque;
 use std::io;
@@ -304,10 +309,21 @@ pub struct Driver<D: Device> {
     /// Where to publish metrics snapshots, and when next.
     publish: Option<(Arc<MetricsHub>, Instant)>,
     created: std::time::Instant,
+    services: Vec<Box<dyn Service<D>>>,
 }
 
 /// Buffers kept for reuse.
 const POOL_MAX: usize = 4096;
+
+/// Something acting on the driver's nodes between steps (see the module
+/// docs). It must not block: it is called on every loop turn.
+pub trait Service<D: Device>: Send {
+    /// A descriptor that becomes readable when the service has work (the
+    /// driver wakes from its wait for it); negative: none.
+    fn poll_fd(&self) -> std::os::fd::RawFd;
+    /// Serve what is pending at `now`; returns how many requests it served.
+    fn handle(&mut self, now: Instant, hosts: &mut [NodeHost<D>]) -> usize;
+}
 
 impl<D: Device> Driver<D> {
     pub fn new(hosts: Vec<NodeHost<D>>, cfg: DriverConfig) -> Self {
@@ -326,6 +342,7 @@ impl<D: Device> Driver<D> {
             pool: Vec::new(),
             publish: None,
             created: std::time::Instant::now(),
+            services: Vec::new(),
         }
     }
 
@@ -362,6 +379,11 @@ impl<D: Device> Driver<D> {
             hub.publish(snap);
             *next = now + Duration(metrics::PUBLISH_EVERY_NS);
         }
+    }
+
+    /// Serve `s` on every loop turn of [`run`](Self::run).
+    pub fn add_service(&mut self, s: Box<dyn Service<D>>) {
+        self.services.push(s);
     }
 
     /// Ask for `on_mark(index, driver)` to be called once the clock passes
@@ -606,6 +628,7 @@ impl<D: Device> Driver<D> {
                     .map(|d| d.fd())
                     .chain(h.stack.as_ref().map(|s| s.poll_fd()))
             })
+            .chain(self.services.iter().map(|s| s.poll_fd()))
             .filter(|fd| *fd >= 0)
             .collect();
         let mut mark = 0;
@@ -634,7 +657,11 @@ impl<D: Device> Driver<D> {
                     deadline = None;
                 }
             }
-            if self.step(now) > 0 {
+            let mut served = 0;
+            for s in &mut self.services {
+                served += s.handle(now, &mut self.hosts);
+            }
+            if self.step(now) + served > 0 {
                 continue;
             }
             let next = self.next_deadline(now);

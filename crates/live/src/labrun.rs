@@ -434,6 +434,10 @@ pub struct LiveOptions {
     /// traffic starts (needs [`LiveOptions::processes`]), e.g. an STSDR
     /// forwarder or its master, to see the others re-hash and elect.
     pub kills: Vec<(String, Duration)>,
+    /// Fault injection in RETHER station processes: (station, N) aborts
+    /// the station while it holds the token after its Nth token visit
+    /// (`qosnet node`'s `crash_holding_token_after`).
+    pub crash_holding_token: Vec<(String, u64)>,
 }
 
 /// A placement and the machine this process plays.
@@ -534,6 +538,7 @@ impl Default for LiveOptions {
             realtime: true,
             epoch: None,
             kills: Vec::new(),
+            crash_holding_token: Vec::new(),
         }
     }
 }
@@ -775,6 +780,12 @@ fn spawn_nodes(
 ) -> Result<(Vec<usize>, Procs), String> {
     let dir = std::env::temp_dir().join(format!("qosnet-{}-{}", lab.spec().prefix, std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    // Root's only: the stations' control sockets live here.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("chmod 700 {}: {e}", dir.display()))?;
+    }
     let scenario =
         std::fs::canonicalize(&np.scenario).map_err(|e| format!("{}: {e}", np.scenario.display()))?;
     let mut procs = Procs {
@@ -820,6 +831,14 @@ fn spawn_nodes(
             cfg.insert("until".into(), (u.as_nanos() as i64).into());
         }
         cfg.insert("epoch".into(), (build.epoch.as_nanos() as i64).into());
+        if n.is_rether() {
+            // `qosnet rether --lab PREFIX --station NAME` finds it here.
+            let ctl = dir.join(format!("{}.ctl", n.name));
+            cfg.insert("control".into(), ctl.to_string_lossy().into_owned().into());
+        }
+        if let Some((_, k)) = opts.crash_holding_token.iter().find(|(s, _)| *s == n.name) {
+            cfg.insert("crash_holding_token_after".into(), (*k as i64).into());
+        }
         let path = dir.join(format!("{}.toml", n.name));
         let text = toml::to_string(&cfg).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;

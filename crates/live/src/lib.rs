@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod netns;
 pub mod node;
 pub mod placement;
+pub mod rethctl;
 pub mod rt;
 pub mod tap;
 pub mod tester;

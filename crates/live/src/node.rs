@@ -322,6 +322,12 @@ pub struct NodeConfig {
     /// The CLOCK_REALTIME instant scenario time 0 stands for (a lab's
     /// start of traffic); the node's start if not given.
     pub epoch: Option<Instant>,
+    /// A RETHER station's control socket (`qosnet rether`; see
+    /// [`crate::rethctl`]).
+    pub control: Option<PathBuf>,
+    /// Fault injection: a RETHER station aborts while it holds the token
+    /// after this many token visits ([`crate::rethctl::CrashHoldingToken`]).
+    pub crash_holding_token_after: Option<u64>,
 }
 
 impl NodeConfig {
@@ -345,6 +351,8 @@ impl NodeConfig {
             "until",
             "flow_src",
             "epoch",
+            "control",
+            "crash_holding_token_after",
         ];
         if let Some(k) = v.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -428,7 +436,15 @@ impl NodeConfig {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(format!("{shown}: `flow_src` must be a list")),
         };
+        let crash_holding_token_after = match v.get("crash_holding_token_after") {
+            None => None,
+            Some(x) => Some(x.as_integer().filter(|n| *n >= 1).ok_or_else(|| {
+                format!("{shown}: `crash_holding_token_after` takes a count of token visits (>= 1)")
+            })? as u64),
+        };
         Ok(NodeConfig {
+            control: s("control")?.map(|r| dir.join(r)),
+            crash_holding_token_after,
             scenario: dir.join(scenario),
             node,
             ports,
@@ -514,12 +530,33 @@ pub fn run(
         epoch: cfg.epoch.unwrap_or_else(crate::clock::now),
     };
     let h = open(&sc, &net, &setup, i, &build, &places, &o)?;
+    // Listening before the node says it is ready, so a lab's tools find
+    // the socket as soon as the lab is up.
+    let control = if let Some(p) = &cfg.control {
+        let names = sc
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.kind {
+                qosnet_scenario::NodeKind::Rether(r) => Some((n.name.clone(), r.id)),
+                _ => None,
+            })
+            .collect();
+        Some(crate::rethctl::ControlServer::start(p, names)?)
+    } else {
+        None
+    };
     on_ready(&h);
     if let Some(r) = &cfg.ready {
         std::fs::write(r, b"").map_err(|e| format!("writing {}: {e}", r.display()))?;
     }
     let kind = sc.nodes[i].kind_name();
     let mut d = Driver::new(vec![h], driver);
+    if let Some(c) = control {
+        d.add_service(Box::new(c));
+    }
+    if let Some(n) = cfg.crash_holding_token_after {
+        d.add_service(Box::new(crate::rethctl::CrashHoldingToken::new(n)));
+    }
     d.set_marks(cfg.marks.clone());
     if let Some(hub) = &o.metrics {
         d.set_publish(hub.clone());

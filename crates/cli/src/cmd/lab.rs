@@ -137,6 +137,11 @@ pub struct LabRunArgs {
     /// Repeatable.
     #[arg(long, value_name = "NODE@TIME")]
     pub kill: Vec<String>,
+    /// A RETHER station's process aborts while it holds the token, after
+    /// its Nth token visit: STATION@N, e.g. s1@500 (the crash of a token
+    /// holder, which a `--kill` cannot time). Repeatable.
+    #[arg(long, value_name = "STATION@N")]
+    pub crash_holding_token: Vec<String>,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
@@ -268,6 +273,18 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
             anyhow::bail!("--kill {k}: needs --processes (each node its own process)");
         }
         o.kills.push((node.to_string(), crate::args::parse_duration(at)?));
+    }
+    for k in &a.crash_holding_token {
+        let (node, n) = k
+            .split_once('@')
+            .ok_or_else(|| anyhow!("--crash-holding-token {k}: expected STATION@N, e.g. s1@500"))?;
+        if !sc.node_index(node).is_some_and(|i| sc.nodes[i].is_rether()) {
+            anyhow::bail!("--crash-holding-token {k}: the scenario has no RETHER station {node}");
+        }
+        let n: u64 = n.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            anyhow!("--crash-holding-token {k}: `{n}` is not a count of token visits (>= 1)")
+        })?;
+        o.crash_holding_token.push((node.to_string(), n));
     }
     let run = labrun::run(&sc, &o, stop).map_err(|e| anyhow!("{}: {e}", sc.name))?;
     let r = &run.results;

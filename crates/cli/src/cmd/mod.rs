@@ -6,6 +6,7 @@ pub mod gen;
 pub mod lab;
 pub mod node;
 pub mod reproduce;
+pub mod rether;
 pub mod sim;
 pub mod sink;
 pub mod sweep;

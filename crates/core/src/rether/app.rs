@@ -268,6 +268,57 @@ pub struct RetherHost {
     tokens_dropped: u64,
     tokens_corrupted: u64,
     frames_while_down: u64,
+    /// Sessions the host's applications opened through the station's
+    /// control interface (`qosnet rether`), not scenario flows.
+    ext_tx: BTreeMap<SessionId, ExtTx>,
+    ext_rx: BTreeMap<SessionId, ExtRx>,
+}
+
+/// RT visits kept per control-interface session (a minute of 10 ms
+/// cycles); older ones are counted in `visits_dropped`.
+pub const EXT_VISITS: usize = 6000;
+/// Received units kept per control-interface session until read.
+pub const EXT_UNITS: usize = 1024;
+
+/// One RT visit of a control-interface session: its cycle, when its slot
+/// began, and the bytes the station sent in it (0: nothing was queued).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtVisit {
+    /// Running number of the visit in this session (from 0).
+    pub seq: u64,
+    pub cycle: u32,
+    pub at: Instant,
+    pub bytes: u32,
+}
+
+/// Where a control-interface sending session stands, from the station's
+/// session events.
+#[derive(Clone, Debug, Default)]
+pub struct ExtTx {
+    pub admitted_at: Option<Instant>,
+    pub start_cycle: Option<u32>,
+    /// The last refusal (eq. 3's figures, or a full token).
+    pub refused: Option<super::cycle::AdmitError>,
+    pub closed: bool,
+    pub revoked: u64,
+    visits: VecDeque<ExtVisit>,
+    next_visit: u64,
+    pub visits_dropped: u64,
+}
+
+impl ExtTx {
+    /// The number the session's next RT visit will have.
+    pub fn next_visit(&self) -> u64 {
+        self.next_visit
+    }
+}
+
+/// A control-interface receiving session: units not read yet.
+#[derive(Clone, Debug, Default)]
+pub struct ExtRx {
+    units: VecDeque<(Instant, super::RxUnit)>,
+    /// Units thrown away because nobody read them in time.
+    pub units_dropped: u64,
 }
 
 impl RetherHost {
@@ -336,7 +387,136 @@ impl RetherHost {
             units_delivered: 0,
             units_dropped: 0,
             bad_units: 0,
+            ext_tx: BTreeMap::new(),
+            ext_rx: BTreeMap::new(),
         })
+    }
+
+    // ----- the control interface's sessions (§3.1, for `qosnet rether`) ---
+
+    /// `retherOpenRTsession` for a sender, on behalf of an application
+    /// outside the scenario: a session to `receiver` of `bytes_per_trt`
+    /// per TRT, not yet asking for admission.
+    pub fn ext_open_sender(
+        &mut self,
+        receiver: StationId,
+        bytes_per_trt: u32,
+        buffers: usize,
+    ) -> Result<SessionId, super::SessionError> {
+        let id = self.st.open_sender(receiver, bytes_per_trt, buffers)?;
+        self.ext_tx.insert(id, ExtTx::default());
+        Ok(id)
+    }
+
+    /// `retherOpenRTsession` for a receiver of `session`.
+    pub fn ext_open_receiver(
+        &mut self,
+        session: SessionId,
+        buffers: usize,
+    ) -> Result<(), super::SessionError> {
+        if self.flow_of.contains_key(&session) {
+            return Err(super::SessionError::AlreadyOpen);
+        }
+        self.st.open_receiver(session, buffers)?;
+        self.ext_rx.insert(session, ExtRx::default());
+        Ok(())
+    }
+
+    fn ext_sender(&self, session: SessionId) -> Result<(), super::SessionError> {
+        if self.ext_tx.contains_key(&session) {
+            Ok(())
+        } else if self.flow_of.contains_key(&session) {
+            // A scenario flow's session belongs to its flow.
+            Err(super::SessionError::NotSender)
+        } else {
+            Err(super::SessionError::UnknownSession)
+        }
+    }
+
+    /// `retherAdmit` of a control-interface session (decided at the next
+    /// token visit: see [`ext_tx`](Self::ext_tx)).
+    pub fn ext_admit(&mut self, now: Instant, session: SessionId) -> Result<(), super::SessionError> {
+        self.ext_sender(session)?;
+        if let Some(t) = self.ext_tx.get_mut(&session) {
+            t.refused = None;
+        }
+        let r = self.st.admit(now, session);
+        self.pump(now);
+        r
+    }
+
+    /// Non-blocking `retherSend` of one unit on a control-interface session.
+    pub fn ext_send(
+        &mut self,
+        now: Instant,
+        session: SessionId,
+        unit: Vec<u8>,
+    ) -> Result<(), super::SendError> {
+        if self.ext_sender(session).is_err() {
+            return Err(super::SendError::UnknownSession);
+        }
+        let r = self.st.send(session, unit);
+        self.pump(now);
+        r
+    }
+
+    /// Up to `max` received units of a control-interface session, oldest
+    /// first, with when each was handed up.
+    pub fn ext_recv(&mut self, session: SessionId, max: usize) -> Option<Vec<(Instant, super::RxUnit)>> {
+        let r = self.ext_rx.get_mut(&session)?;
+        let n = max.min(r.units.len());
+        Some(r.units.drain(..n).collect())
+    }
+
+    /// `retherCloseRTsession` of a control-interface session (either side).
+    pub fn ext_close(&mut self, now: Instant, session: SessionId) -> Result<(), super::SessionError> {
+        if self.ext_rx.remove(&session).is_some() {
+            return self.st.close(now, session);
+        }
+        self.ext_sender(session)?;
+        let r = self.st.close(now, session);
+        self.pump(now);
+        r
+    }
+
+    /// A control-interface sending session's state.
+    pub fn ext_tx(&self, session: SessionId) -> Option<&ExtTx> {
+        self.ext_tx.get(&session)
+    }
+    /// A control-interface receiving session's state.
+    pub fn ext_rx(&self, session: SessionId) -> Option<&ExtRx> {
+        self.ext_rx.get(&session)
+    }
+    /// The control-interface sessions: (sending, receiving).
+    pub fn ext_sessions(&self) -> (Vec<SessionId>, Vec<SessionId>) {
+        (
+            self.ext_tx.keys().copied().collect(),
+            self.ext_rx.keys().copied().collect(),
+        )
+    }
+    /// RT visits of a control-interface session numbered `from` on (the
+    /// ones still kept).
+    pub fn ext_visits(&self, session: SessionId, from: u64) -> Vec<ExtVisit> {
+        self.ext_tx
+            .get(&session)
+            .map(|t| t.visits.iter().filter(|v| v.seq >= from).copied().collect())
+            .unwrap_or_default()
+    }
+    /// The session of a scenario flow, by flow name (a `qosnet rether`
+    /// status shows them beside its own).
+    pub fn flow_sessions(&self) -> Vec<(String, SessionId, bool)> {
+        let tx = self.cfg.send.iter().map(|f| (f.name.clone(), f.session, true));
+        let rx = self.cfg.recv.iter().map(|f| (f.name.clone(), f.session, false));
+        tx.chain(rx).collect()
+    }
+    /// Whether the station crashed by an injected fault and is down.
+    pub fn is_down(&self) -> bool {
+        self.down.is_some()
+    }
+    /// Inject a failure from now on (a live station's fault options).
+    pub fn add_fault(&mut self, f: Fault) {
+        self.cfg.faults.push(f);
+        self.fault_done.push(false);
     }
 
     pub fn station(&self) -> &RetherStation {
@@ -359,12 +539,20 @@ impl RetherHost {
     fn pump(&mut self, now: Instant) {
         while let Some(e) = self.st.poll_session_event() {
             match e {
-                SessionEvent::Admitted { session, .. } => {
+                SessionEvent::Admitted { session, start_cycle } => {
+                    if let Some(x) = self.ext_tx.get_mut(&session) {
+                        x.admitted_at = Some(now);
+                        x.start_cycle = Some(start_cycle);
+                        x.refused = None;
+                    }
                     if let Some(t) = self.flow_of.get(&session).and_then(|f| self.tx.get_mut(f)) {
                         t.admitted_at = Some(now);
                     }
                 }
                 SessionEvent::Refused { session, reason } => {
+                    if let Some(x) = self.ext_tx.get_mut(&session) {
+                        x.refused = Some(reason);
+                    }
                     if let Some(t) = self.flow_of.get(&session).and_then(|f| self.tx.get_mut(f)) {
                         t.refused = Some(match reason {
                             super::cycle::AdmitError::Refused(r) => r.to_string(),
@@ -373,13 +561,31 @@ impl RetherHost {
                     }
                 }
                 SessionEvent::Closed { session, .. } => {
+                    if let Some(x) = self.ext_tx.get_mut(&session) {
+                        x.closed = true;
+                    }
                     if let Some(t) = self.flow_of.get(&session).and_then(|f| self.tx.get_mut(f)) {
                         t.closed = true;
                     }
                 }
                 SessionEvent::Revoked { session } => {
+                    if let Some(x) = self.ext_tx.get_mut(&session) {
+                        x.revoked += 1;
+                        x.admitted_at = None;
+                    }
                     if let Some(t) = self.flow_of.get(&session).and_then(|f| self.tx.get_mut(f)) {
                         t.revoked += 1;
+                    }
+                }
+                SessionEvent::UnitReady { session } if self.ext_rx.contains_key(&session) => {
+                    while let Some(u) = self.st.recv(session) {
+                        if let Some(r) = self.ext_rx.get_mut(&session) {
+                            if r.units.len() >= EXT_UNITS {
+                                r.units.pop_front();
+                                r.units_dropped += 1;
+                            }
+                            r.units.push_back((now, u));
+                        }
                     }
                 }
                 SessionEvent::UnitReady { session } => {
@@ -407,7 +613,20 @@ impl RetherHost {
         }
         for v in self.st.take_visits() {
             match v.kind {
-                VisitKind::Rt { session, .. } => {
+                VisitKind::Rt { session, bytes } => {
+                    if let Some(x) = self.ext_tx.get_mut(&session) {
+                        if x.visits.len() >= EXT_VISITS {
+                            x.visits.pop_front();
+                            x.visits_dropped += 1;
+                        }
+                        x.visits.push_back(ExtVisit {
+                            seq: x.next_visit,
+                            cycle: v.cycle,
+                            at: v.at,
+                            bytes,
+                        });
+                        x.next_visit += 1;
+                    }
                     let win = self.in_window(v.at);
                     if let Some(t) = self.flow_of.get(&session).and_then(|f| self.tx.get_mut(f)) {
                         if let (Some(last), true) = (t.last_visit, win) {

@@ -298,11 +298,36 @@ pub fn regeneration_bound(
     silence_timeout(trt, t_nrt, margin) + Duration(stagger.0.saturating_mul(ahead))
 }
 
+/// The longest interruption of the token after one station crashes,
+/// holding the token or not: its predecessor's acknowledgement timer (at
+/// most [`max_hold`]) runs out `retries` + 1 times (the pass and its
+/// retransmissions) before it declares the station dead and passes on;
+/// or, had nobody been watching, the [`regeneration_bound`] with no
+/// station ahead. Traffic on the segment (ping across it) recovers within
+/// this, plus one token hop.
+pub fn crash_recovery_bound(trt: Duration, t_nrt: Duration, margin: Duration, retries: u32) -> Duration {
+    let monitor = Duration(max_hold(trt, t_nrt, margin).0.saturating_mul(retries as u64 + 1));
+    monitor.max(regeneration_bound(trt, t_nrt, margin, Duration::ZERO, 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const TRT: Duration = Duration(33_333_333);
+
+    #[test]
+    fn crash_recovery_bound_is_the_predecessors_three_timers() {
+        // live.toml: TRT 10 ms, T_NRT 0.8 ms, margin 50 ms, 2 retries:
+        // 3 × (10 + 9.2 + 50) ms, above the silence timeout (119.2 ms).
+        let ms = Duration::from_millis;
+        let b = crash_recovery_bound(ms(10), Duration(800_000), ms(50), 2);
+        assert_eq!(b, Duration(207_600_000));
+        assert!(b > silence_timeout(ms(10), Duration(800_000), ms(50)));
+        // No retransmission: the silence timeout bounds it.
+        let b0 = crash_recovery_bound(ms(10), Duration(800_000), ms(50), 0);
+        assert_eq!(b0, silence_timeout(ms(10), Duration(800_000), ms(50)));
+    }
 
     #[test]
     fn tht_rt_of_an_mpeg1_session_by_hand() {

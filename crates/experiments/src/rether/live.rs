@@ -92,8 +92,8 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     );
     let live = labrun::run(&sc, &lo, stop).map_err(|e| anyhow!("{}: {e}", sc.name))?;
     let (s, l) = (&sim.results, &live.results);
-    if let Some(d) = &o.out {
-        let d = d.join("rether-live");
+    if let Some(out) = &o.out {
+        let d = out.join("rether-live");
         std::fs::create_dir_all(&d).map_err(|e| anyhow!("creating {}: {e}", d.display()))?;
         for (name, r) in [("sim.json", s), ("live.json", l)] {
             let p = d.join(name);
@@ -101,6 +101,12 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
                 .map_err(|e| anyhow!("{}: {e}", p.display()))?;
             outln!("wrote {}", p.display());
         }
+        let d = out.join("rether");
+        std::fs::create_dir_all(&d).map_err(|e| anyhow!("creating {}: {e}", d.display()))?;
+        let p = d.join("figure-7.svg");
+        let (title, x, y) = super::FIGURE7;
+        crate::plot::lines(&p, title, x, y, &super::figure7_curves(s, Some(l)))?;
+        outln!("wrote {}", p.display());
     }
 
     outln!(

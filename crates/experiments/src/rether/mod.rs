@@ -12,7 +12,42 @@
 mod live;
 mod sim;
 
+use qosnet_scenario::results::Results;
+
+use crate::plot::Curve;
 use crate::{Embedded, Experiment};
+
+/// Figure 7's curves (simulation vs implementation, `live.toml`): per
+/// station (by id), the NRT delay — the mean time between its NRT token
+/// visits (§4.1) — in qosnet sim and, given, qosnet live.
+pub(crate) fn figure7_curves(sim: &Results, live: Option<&Results>) -> Vec<Curve> {
+    let points = |r: &Results| -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = r
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let d = n.details.as_ref()?;
+                let id = d["station_id"].as_f64()?;
+                let mean = d["nrt_visit_interval"]["mean_ns"].as_f64()?;
+                (d["nrt_visit_interval"]["count"].as_u64()? > 0).then_some((id, mean / 1e6))
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    };
+    let mut c = vec![("qosnet sim".to_string(), points(sim))];
+    if let Some(l) = live {
+        c.push(("qosnet live".to_string(), points(l)));
+    }
+    c
+}
+
+/// Figure 7's title and axes.
+pub(crate) const FIGURE7: (&str, &str, &str) = (
+    "Figure 7: NRT delay, simulation vs implementation (live.toml: TRT 10 ms, 1 RT session, 1 Mb/s NRT)",
+    "station id",
+    "NRT delay: mean time between NRT visits (ms)",
+);
 
 pub(crate) static SCENARIOS: &[Embedded] = &[
     embed!("scenarios/rether/table1-csma.toml"),

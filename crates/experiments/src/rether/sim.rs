@@ -173,6 +173,12 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             lines(&p, title, x, y, curves)?;
             outln!("wrote {}", p.display());
         }
+        // Figure 7 in sim alone; `--live` draws it with the live series.
+        let r = run::sim(&super::SCENARIOS[2], &sets)?;
+        let (title, x, y) = super::FIGURE7;
+        let p = d.join("figure-7.svg");
+        lines(&p, title, x, y, &super::figure7_curves(&r.results, None))?;
+        outln!("wrote {} (qosnet sim; --live adds the live series)", p.display());
     }
     Ok(())
 }

@@ -1,0 +1,684 @@
+//! `qosnet rether`: real-time sessions on the stations of a running
+//! RETHER lab (issue 8; the paper's §3.1 interface from the command line):
+//! open a session with a reservation and see admission decided (eq. 3's
+//! figures on refusal), push a stream into it, receive it with a
+//! per-unit sequence and reassembly report, watch the bytes each token
+//! cycle carries against the reservation, close it and see it leave the
+//! RT set. It talks to each station's control socket
+//! (`qosnet_live::rethctl`), found in the lab's run directory by the
+//! lab's prefix and the station's name.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use qosnet_live::rethctl::{self, Client, Request};
+use serde_json::Value;
+
+/// Which station to talk to.
+#[derive(Args, Clone, Debug)]
+pub struct Target {
+    /// The lab's namespace prefix (`qosnet lab up ... --prefix`).
+    #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
+    pub lab: String,
+    /// The station (scenario node name).
+    #[arg(long)]
+    pub station: String,
+    /// The station's control socket, instead of finding it by --lab.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+}
+
+impl Target {
+    fn path_of(&self, station: &str) -> Result<PathBuf> {
+        match &self.socket {
+            Some(p) if station == self.station => Ok(p.clone()),
+            _ => rethctl::find_socket(&self.lab, station).map_err(|e| anyhow!(e)),
+        }
+    }
+    fn connect(&self) -> Result<Client> {
+        self.connect_to(&self.station)
+    }
+    fn connect_to(&self, station: &str) -> Result<Client> {
+        Client::connect(&self.path_of(station)?).map_err(|e| anyhow!(e))
+    }
+}
+
+#[derive(Subcommand)]
+pub enum RetherCmd {
+    /// A station's mode, token (RT set with each reservation, dead list),
+    /// token visits, NRT figures and sessions.
+    Status {
+        #[command(flatten)]
+        t: Target,
+        /// Print the station's answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open a session from --station to --to, open its receiving end at
+    /// --to and ask for admission; waits for the token's decision.
+    Open {
+        #[command(flatten)]
+        t: Target,
+        /// The receiving station.
+        #[arg(long)]
+        to: String,
+        /// The reservation: bytes per TRT.
+        #[arg(long, conflicts_with = "rate")]
+        bytes_per_trt: Option<u32>,
+        /// The reservation as a rate (e.g. 800kb/s): bytes per TRT =
+        /// rate × TRT, rounded up.
+        #[arg(long)]
+        rate: Option<String>,
+        /// Send (and receive) buffers of the session.
+        #[arg(long, default_value_t = rethctl::DEFAULT_BUFFERS)]
+        buffers: usize,
+        /// Give up waiting for the admission decision after this long.
+        #[arg(long, default_value = "5s")]
+        wait: String,
+    },
+    /// Send on a session: standard input cut into units of the
+    /// reservation, or with --generate a stream of numbered units.
+    Send {
+        #[command(flatten)]
+        t: Target,
+        /// SENDER.NUMBER, as `open` printed it.
+        session: String,
+        /// Generate units instead of reading standard input.
+        #[arg(long)]
+        generate: bool,
+        /// Unit size in bytes (default: the reservation).
+        #[arg(long)]
+        unit: Option<u32>,
+        /// Units per second to generate (default: one per TRT).
+        #[arg(long)]
+        units_per_s: Option<f64>,
+        /// Stop generating after this long.
+        #[arg(long, default_value = "10s")]
+        duration: String,
+    },
+    /// Receive a session at --station: one line per unit (number, bytes,
+    /// complete or the fragments missing, units skipped) and a summary.
+    Recv {
+        #[command(flatten)]
+        t: Target,
+        session: String,
+        /// Stop after this long.
+        #[arg(long, default_value = "10s")]
+        duration: String,
+        /// Write the units' bytes here (`-`: standard output; the report
+        /// then goes to standard error).
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Print only the summary.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Close a session at --station (and its receiving end at --receiver)
+    /// and show it leave the RT set.
+    Close {
+        #[command(flatten)]
+        t: Target,
+        session: String,
+        #[arg(long)]
+        receiver: Option<String>,
+    },
+    /// Per token cycle, the bytes the session sent in its RT slot against
+    /// its reservation (watch it held while NRT traffic loads the segment).
+    Watch {
+        #[command(flatten)]
+        t: Target,
+        session: String,
+        /// Stop after this long.
+        #[arg(long, default_value = "10s")]
+        duration: String,
+        /// One summary line per interval instead of one line per cycle.
+        #[arg(long)]
+        summary: Option<String>,
+    },
+}
+
+fn dur(s: &str) -> Result<StdDuration> {
+    let d = qosnet_scenario::units::parse_duration(s).map_err(|e| anyhow!("{s}: {e}"))?;
+    Ok(StdDuration::from_nanos(d.as_nanos()))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+pub fn run(c: RetherCmd) -> Result<()> {
+    match c {
+        RetherCmd::Status { t, json } => status(&t, json),
+        RetherCmd::Open {
+            t,
+            to,
+            bytes_per_trt,
+            rate,
+            buffers,
+            wait,
+        } => open(&t, &to, bytes_per_trt, rate, buffers, dur(&wait)?),
+        RetherCmd::Send {
+            t,
+            session,
+            generate,
+            unit,
+            units_per_s,
+            duration,
+        } => send(&t, &session, generate, unit, units_per_s, dur(&duration)?),
+        RetherCmd::Recv {
+            t,
+            session,
+            duration,
+            output,
+            quiet,
+        } => recv(&t, &session, dur(&duration)?, output, quiet),
+        RetherCmd::Close { t, session, receiver } => close(&t, &session, receiver.as_deref()),
+        RetherCmd::Watch {
+            t,
+            session,
+            duration,
+            summary,
+        } => watch(
+            &t,
+            &session,
+            dur(&duration)?,
+            summary.as_deref().map(dur).transpose()?,
+        ),
+    }
+}
+
+fn status(t: &Target, json: bool) -> Result<()> {
+    let v = t.connect()?.call(&Request::Status).map_err(|e| anyhow!(e))?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    outln!(
+        "station {} (id {}): mode {}{}{}, TRT {}, T_NRT {}",
+        v["station"].as_str().unwrap_or("?"),
+        u(&v["id"]),
+        v["mode"].as_str().unwrap_or("?"),
+        if v["holds_token"] == true {
+            ", holds the token"
+        } else {
+            ""
+        },
+        if v["down"] == true { ", DOWN" } else { "" },
+        ms(u(&v["trt_ns"])),
+        ms(u(&v["t_nrt_ns"])),
+    );
+    outln!(
+        "token: received {}, visits {}, passes {}, regenerations {}; RT visits {}",
+        u(&v["token_received"]),
+        u(&v["token_visits"]),
+        u(&v["token_passes"]),
+        u(&v["token_regenerations"]),
+        u(&v["rt_visits"])
+    );
+    let n = &v["nrt"];
+    outln!(
+        "NRT: {} queued, {} visits ({} idle), {} refusals",
+        u(&n["queued"]),
+        u(&n["visits"]),
+        u(&n["visits_idle"]),
+        u(&n["refusals"])
+    );
+    match v["token"].as_object() {
+        None => outln!("no token (CSMA mode)"),
+        Some(tk) => {
+            let names = |k: &str| -> String {
+                tk[k]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(" "))
+                    .unwrap_or_default()
+            };
+            outln!(
+                "token {} seq {} cycle {}: alive [{}], dead [{}]",
+                tk["id"].as_str().unwrap_or("?"),
+                u(&tk["seq"]),
+                u(&tk["cycle"]),
+                names("alive"),
+                names("dead")
+            );
+            let set = tk["rt_set"].as_array().cloned().unwrap_or_default();
+            outln!(
+                "RT set: {} session(s), Σ THT_RT {} of TRT {} (T_NRT {})",
+                set.len(),
+                ms(u(&tk["reserved_tht_ns"])),
+                ms(u(&tk["trt_ns"])),
+                ms(u(&tk["t_nrt_ns"]))
+            );
+            for e in set {
+                outln!(
+                    "  {} {} -> {}: {} bytes/TRT, THT_RT {}, from cycle {}",
+                    e["session"].as_str().unwrap_or("?"),
+                    e["sender"].as_str().unwrap_or("?"),
+                    e["receiver"].as_str().unwrap_or("?"),
+                    u(&e["bytes_per_trt"]),
+                    ms(u(&e["tht_ns"])),
+                    u(&e["start_cycle"])
+                );
+            }
+        }
+    }
+    for s in v["sessions"].as_array().cloned().unwrap_or_default() {
+        outln!(
+            "session {} ({}, {}): {}",
+            s["session"].as_str().unwrap_or("?"),
+            s["role"].as_str().unwrap_or("?"),
+            s["owner"].as_str().unwrap_or("?"),
+            s.as_object()
+                .map(|m| m
+                    .iter()
+                    .filter(|(k, _)| !["session", "role", "owner"].contains(&k.as_str()))
+                    .map(|(k, x)| format!("{k} {x}"))
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// The sender's TRT, from its status.
+fn trt_ns(c: &mut Client) -> Result<u64> {
+    let v = c.call(&Request::Status).map_err(|e| anyhow!(e))?;
+    Ok(u(&v["trt_ns"]).max(1))
+}
+
+fn open(
+    t: &Target,
+    to: &str,
+    bytes: Option<u32>,
+    rate: Option<String>,
+    buffers: usize,
+    wait: StdDuration,
+) -> Result<()> {
+    let mut tx = t.connect()?;
+    let bytes = match (bytes, rate) {
+        (Some(b), _) => b,
+        (None, Some(r)) => {
+            let bps = qosnet_scenario::units::parse_bitrate(&r).map_err(|e| anyhow!("--rate {r}: {e}"))?;
+            let trt = trt_ns(&mut tx)?;
+            let b = (bps as u128 * trt as u128).div_ceil(8 * 1_000_000_000);
+            u32::try_from(b).map_err(|_| anyhow!("--rate {r}: {b} bytes per TRT is too much"))?
+        }
+        (None, None) => bail!("give the reservation: --bytes-per-trt N or --rate R"),
+    };
+    let v = tx
+        .call(&Request::Open {
+            to: to.into(),
+            bytes_per_trt: bytes,
+            buffers: Some(buffers),
+            admit: false,
+        })
+        .map_err(|e| anyhow!("{}: {e}", t.station))?;
+    let session = v["session"].as_str().unwrap_or_default().to_string();
+    // The receiver first: data of an admitted session may arrive at once.
+    let listened = t.connect_to(to).and_then(|mut rx| {
+        rx.call(&Request::Listen {
+            session: session.clone(),
+            buffers: Some(buffers),
+        })
+        .map_err(|e| anyhow!("{to}: {e}"))
+    });
+    if let Err(e) = listened {
+        let _ = tx.call(&Request::Close {
+            session: session.clone(),
+        });
+        bail!("opening the receiving end of {session}: {e}");
+    }
+    tx.call(&Request::Admit {
+        session: session.clone(),
+    })
+    .map_err(|e| anyhow!("{}: {e}", t.station))?;
+    let t0 = StdInstant::now();
+    loop {
+        let s = tx
+            .call(&Request::State {
+                session: session.clone(),
+            })
+            .map_err(|e| anyhow!(e))?;
+        match s["state"].as_str() {
+            Some("admitted") => {
+                outln!(
+                    "session {session}: {} -> {to}, {bytes} bytes/TRT, THT_RT {}, admitted (sends from cycle {})",
+                    t.station,
+                    ms(u(&v["tht_ns"])),
+                    u(&s["start_cycle"])
+                );
+                return Ok(());
+            }
+            Some("refused") => {
+                let r = &s["refused"];
+                if r.get("trt_ns").is_none() {
+                    outln!("session {session}: {}", r["text"].as_str().unwrap_or("refused"));
+                } else {
+                    outln!(
+                        "session {session}: admission refused (eq. 3): reserved {} + requested {} + T_NRT {} = {} > TRT {}",
+                        ms(u(&r["reserved_ns"])),
+                        ms(u(&r["requested_ns"])),
+                        ms(u(&r["t_nrt_ns"])),
+                        ms(u(&r["reserved_ns"]) + u(&r["requested_ns"]) + u(&r["t_nrt_ns"])),
+                        ms(u(&r["trt_ns"]))
+                    );
+                }
+                let _ = tx.call(&Request::Close {
+                    session: session.clone(),
+                });
+                if let Ok(mut rx) = t.connect_to(to) {
+                    let _ = rx.call(&Request::Close {
+                        session: session.clone(),
+                    });
+                }
+                bail!("session {session} not admitted");
+            }
+            _ => {}
+        }
+        if t0.elapsed() > wait {
+            bail!(
+                "session {session}: no admission decision within {wait:?} (state {}); the token has not visited {}",
+                s["state"],
+                t.station
+            );
+        }
+        std::thread::sleep(StdDuration::from_millis(10));
+    }
+}
+
+/// Queue `unit`, waiting while every send buffer is full; false when the
+/// session is gone.
+fn push(c: &mut Client, session: &str, unit: &[u8], waits: &mut u64) -> Result<()> {
+    let req = Request::Send {
+        session: session.into(),
+        data: rethctl::hex(unit),
+    };
+    loop {
+        let v = c.call(&req).map_err(|e| anyhow!("sending on {session}: {e}"))?;
+        if v["retry"] != true {
+            return Ok(());
+        }
+        *waits += 1;
+        std::thread::sleep(StdDuration::from_millis(1));
+    }
+}
+
+fn send(
+    t: &Target,
+    session: &str,
+    generate: bool,
+    unit: Option<u32>,
+    units_per_s: Option<f64>,
+    duration: StdDuration,
+) -> Result<()> {
+    let mut c = t.connect()?;
+    let st = c
+        .call(&Request::State {
+            session: session.into(),
+        })
+        .map_err(|e| anyhow!(e))?;
+    let reservation = u(&st["reservation"]) as u32;
+    let size = unit.unwrap_or(reservation).min(reservation).max(1) as usize;
+    let (mut units, mut bytes, mut waits) = (0u64, 0u64, 0u64);
+    if generate {
+        let trt = trt_ns(&mut c)? as f64 / 1e9;
+        let period = 1.0 / units_per_s.unwrap_or(1.0 / trt).max(1e-3);
+        let t0 = StdInstant::now();
+        while t0.elapsed() < duration {
+            // Unit k: its number then a pattern, so a receiver can check it.
+            let mut b = vec![0u8; size];
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = (units as usize + i) as u8;
+            }
+            let n = units.to_be_bytes();
+            let k = n.len().min(size);
+            b[..k].copy_from_slice(&n[..k]);
+            push(&mut c, session, &b, &mut waits)?;
+            units += 1;
+            bytes += size as u64;
+            let next = t0 + StdDuration::from_secs_f64(units as f64 * period);
+            if let Some(d) = next.checked_duration_since(StdInstant::now()) {
+                std::thread::sleep(d);
+            }
+        }
+    } else {
+        let mut stdin = std::io::stdin().lock();
+        let mut b = vec![0u8; size];
+        loop {
+            let mut got = 0;
+            while got < size {
+                match stdin.read(&mut b[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => bail!("reading standard input: {e}"),
+                }
+            }
+            if got == 0 {
+                break;
+            }
+            push(&mut c, session, &b[..got], &mut waits)?;
+            units += 1;
+            bytes += got as u64;
+            if got < size {
+                break;
+            }
+        }
+    }
+    outln!("session {session}: queued {units} units, {bytes} bytes ({size}-byte units; {waits} waits for a free send buffer)");
+    Ok(())
+}
+
+fn recv(
+    t: &Target,
+    session: &str,
+    duration: StdDuration,
+    output: Option<PathBuf>,
+    quiet: bool,
+) -> Result<()> {
+    let mut c = t.connect()?;
+    let to_stdout = output.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let mut out: Option<Box<dyn Write>> = match &output {
+        None => None,
+        Some(_) if to_stdout => Some(Box::new(std::io::stdout())),
+        Some(p) => Some(Box::new(
+            std::fs::File::create(p).map_err(|e| anyhow!("{}: {e}", p.display()))?,
+        )),
+    };
+    let say = |s: String| {
+        if to_stdout {
+            eprintln!("{s}");
+        } else {
+            outln!("{s}");
+        }
+    };
+    let (mut n, mut complete, mut incomplete, mut skipped, mut backwards, mut bytes) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut last: Option<u32> = None;
+    let t0 = StdInstant::now();
+    let mut v = Value::Null;
+    while t0.elapsed() < duration {
+        v = c
+            .call(&Request::Recv {
+                session: session.into(),
+                max: 1024,
+                data: out.is_some(),
+            })
+            .map_err(|e| anyhow!(e))?;
+        let units = v["units"].as_array().cloned().unwrap_or_default();
+        for x in &units {
+            let num = u(&x["unit"]) as u32;
+            let gap = match last {
+                Some(l) if num > l => num - l - 1,
+                Some(_) => {
+                    backwards += 1;
+                    0
+                }
+                None => 0,
+            };
+            skipped += gap as u64;
+            last = Some(num);
+            n += 1;
+            bytes += u(&x["len"]) - u(&x["bytes_missing"]);
+            let ok = x["complete"] == true;
+            if ok {
+                complete += 1;
+            } else {
+                incomplete += 1;
+            }
+            if !quiet {
+                say(format!(
+                    "unit {num}: {} bytes, {}{}",
+                    u(&x["len"]),
+                    if ok {
+                        "complete".to_string()
+                    } else {
+                        format!("INCOMPLETE, fragments missing {}", x["missing"])
+                    },
+                    if gap > 0 {
+                        format!(", {gap} unit(s) skipped")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            if let (Some(o), Some(d)) = (out.as_mut(), x["data"].as_str()) {
+                o.write_all(&rethctl::unhex(d).map_err(|e| anyhow!(e))?)?;
+            }
+        }
+        if units.is_empty() {
+            std::thread::sleep(StdDuration::from_millis(20));
+        }
+    }
+    say(format!(
+        "session {session}: {n} units ({complete} complete, {incomplete} incomplete), {bytes} bytes, {skipped} unit numbers skipped, {backwards} out of order; station: {} fragments, {} duplicate, {} stale, {} units overwritten unread",
+        u(&v["frames_rx"]),
+        u(&v["frames_duplicate"]),
+        u(&v["frames_stale"]),
+        u(&v["units_overwritten"]) + u(&v["units_dropped_unread"]),
+    ));
+    Ok(())
+}
+
+fn close(t: &Target, session: &str, receiver: Option<&str>) -> Result<()> {
+    let mut c = t.connect()?;
+    c.call(&Request::Close {
+        session: session.into(),
+    })
+    .map_err(|e| anyhow!("{}: {e}", t.station))?;
+    if let Some(r) = receiver {
+        t.connect_to(r)?
+            .call(&Request::Close {
+                session: session.into(),
+            })
+            .map_err(|e| anyhow!("{r}: {e}"))?;
+    }
+    // An admitted session leaves the RT set at the token's next visit.
+    let t0 = StdInstant::now();
+    loop {
+        let v = c.call(&Request::Status).map_err(|e| anyhow!(e))?;
+        let in_set = v["token"]["rt_set"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|e| e["session"] == session));
+        if !in_set {
+            outln!(
+                "session {session} closed; not in {}'s RT set (mode {})",
+                t.station,
+                v["mode"].as_str().unwrap_or("?")
+            );
+            return Ok(());
+        }
+        if t0.elapsed() > StdDuration::from_secs(5) {
+            bail!("session {session} still in the RT set 5 s after close");
+        }
+        std::thread::sleep(StdDuration::from_millis(10));
+    }
+}
+
+fn watch(t: &Target, session: &str, duration: StdDuration, summary: Option<StdDuration>) -> Result<()> {
+    let mut c = t.connect()?;
+    // From now on, not the session's history.
+    let v = c
+        .call(&Request::Visits {
+            session: session.into(),
+            from: u64::MAX,
+        })
+        .map_err(|e| anyhow!(e))?;
+    let mut from = u(&v["next"]);
+    let mut last_cycle: Option<u64> = None;
+    let t0 = StdInstant::now();
+    let (mut tot_visits, mut tot_full, mut tot_idle, mut tot_short, mut tot_missed) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut iv, mut ib, mut imin, mut imiss) = (0u64, 0u64, u64::MAX, 0u64);
+    let mut next_sum = summary.map(|s| StdInstant::now() + s);
+    let mut first_at: Option<u64> = None;
+    while t0.elapsed() < duration {
+        let v = c
+            .call(&Request::Visits {
+                session: session.into(),
+                from,
+            })
+            .map_err(|e| anyhow!(e))?;
+        let res = u(&v["reservation"]);
+        for x in v["visits"].as_array().cloned().unwrap_or_default() {
+            from = u(&x["seq"]) + 1;
+            let cycle = u(&x["cycle"]);
+            let b = u(&x["bytes"]);
+            let at = u(&x["at_ns"]);
+            let missed = last_cycle.map_or(0, |l| cycle.saturating_sub(l + 1));
+            last_cycle = Some(cycle);
+            let f = *first_at.get_or_insert(at);
+            tot_visits += 1;
+            tot_missed += missed;
+            let verdict = if b >= res {
+                tot_full += 1;
+                "held"
+            } else if b == 0 {
+                tot_idle += 1;
+                "idle (nothing queued)"
+            } else {
+                tot_short += 1;
+                "partial unit"
+            };
+            iv += 1;
+            ib += b;
+            imin = imin.min(b);
+            imiss += missed;
+            if summary.is_none() {
+                outln!(
+                    "cycle {cycle} +{:.1} ms: {b} of {res} bytes/TRT, {verdict}{}",
+                    (at - f) as f64 / 1e6,
+                    if missed > 0 {
+                        format!(" ({missed} cycle(s) without a visit)")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
+        if let (Some(n), Some(s)) = (next_sum, summary) {
+            if StdInstant::now() >= n {
+                outln!(
+                    "{:.1} s: {iv} cycles, {ib} bytes, min {} of {res} bytes/TRT per cycle, {imiss} cycles without a visit; {}",
+                    t0.elapsed().as_secs_f64(),
+                    if iv == 0 { 0 } else { imin },
+                    v["state"].as_str().unwrap_or("?")
+                );
+                (iv, ib, imin, imiss) = (0, 0, u64::MAX, 0);
+                next_sum = Some(n + s);
+            }
+        }
+        std::thread::sleep(StdDuration::from_millis(50));
+    }
+    outln!(
+        "session {session}: {tot_visits} RT visits: {tot_full} held the reservation, {tot_idle} idle (nothing queued), {tot_short} partial units; {tot_missed} cycles without a visit"
+    );
+    Ok(())
+}
