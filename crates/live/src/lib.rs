@@ -27,6 +27,7 @@ pub mod rt;
 pub mod tap;
 pub mod tester;
 pub mod traffic;
+pub mod xdp;
 
 #[cfg(test)]
 mod testutil;
