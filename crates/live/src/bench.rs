@@ -417,6 +417,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                     tx_frames: 1024,
                     ..AfPacketConfig::default()
                 },
+                devices: crate::netdev::PortDevices::default(),
                 timer_noise: false,
                 verbose: false,
                 emulate_cpu: false,
