@@ -591,3 +591,41 @@ pub fn run(
     }
     Ok((rep, dr))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Result<NodeConfig, String> {
+        let dir = std::env::temp_dir().join(format!("qosnet-nodecfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!(
+            "{:x}.toml",
+            text.len() * 31 + text.bytes().map(usize::from).sum::<usize>()
+        ));
+        std::fs::write(&p, text).unwrap();
+        let r = NodeConfig::from_file(&p);
+        let _ = std::fs::remove_file(&p);
+        r
+    }
+
+    #[test]
+    fn devices_are_read_per_port_and_checked() {
+        let c = config(
+            "scenario = \"s.toml\"\nnode = \"R1\"\ndevice = \"af_xdp\"\n\
+             [ports]\nR2 = \"eth0\"\nh1 = \"eth1\"\n[devices]\nR2 = \"af_packet\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.device, Some(DeviceKind::AfXdp));
+        assert_eq!(c.devices.get("R2"), Some(&DeviceKind::AfPacket));
+        let mut d = PortDevices::default();
+        d.apply_node_config(&c.node, c.device, &c.devices);
+        assert_eq!(d.kind_for("R1", "h1"), DeviceKind::AfXdp);
+        assert_eq!(d.kind_for("R1", "R2"), DeviceKind::AfPacket);
+
+        let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\ndevice = \"dpdk\"\n").unwrap_err();
+        assert!(bad.contains("device `dpdk`"), "{bad}");
+        let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\n[devices]\nR2 = 3\n").unwrap_err();
+        assert!(bad.contains("devices.R2"), "{bad}");
+    }
+}

@@ -92,6 +92,9 @@ pub struct XdpConfig {
     pub attach: AttachMode,
     /// The interface queue to bind (veth: 0).
     pub queue: u32,
+    /// Leave ARP to the kernel (a host port whose own stack must keep
+    /// answering ARP); a router port takes everything (qosnet answers ARP).
+    pub pass_arp: bool,
 }
 
 impl Default for XdpConfig {
@@ -102,6 +105,7 @@ impl Default for XdpConfig {
             zero_copy: false,
             attach: AttachMode::Auto,
             queue: 0,
+            pass_arp: false,
         }
     }
 }
@@ -140,6 +144,9 @@ const BPF_PSEUDO_MAP_FD: u8 = 1;
 const XDP_PASS: i32 = 2;
 /// `offsetof(struct xdp_md, rx_queue_index)`.
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
+/// `offsetof(struct xdp_md, data)` and `data_end`.
+const XDP_MD_DATA: i16 = 0;
+const XDP_MD_DATA_END: i16 = 4;
 /// XSKMAP entries: queues an interface may have that we could bind.
 const XSKMAP_ENTRIES: u32 = 64;
 
@@ -171,6 +178,11 @@ const BPF_LD_IMM_DW: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
 const BPF_ALU64_MOV_K: u8 = 0x07 | 0xb0; // BPF_ALU64 | BPF_MOV | BPF_K
 const BPF_JMP_CALL: u8 = 0x05 | 0x80;
 const BPF_JMP_EXIT: u8 = 0x05 | 0x90;
+const BPF_LDX_MEM_H: u8 = 0x01 | 0x60 | 0x08; // BPF_LDX | BPF_MEM | BPF_H
+const BPF_ALU64_MOV_X: u8 = 0x07 | 0xb0 | 0x08; // BPF_ALU64 | BPF_MOV | BPF_X
+const BPF_ALU64_ADD_K: u8 = 0x07; // BPF_ALU64 | BPF_ADD | BPF_K
+const BPF_JMP_JGT_X: u8 = 0x05 | 0x20 | 0x08; // BPF_JMP | BPF_JGT | BPF_X
+const BPF_JMP_JEQ_K: u8 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
 
 /// The redirect program for an XSKMAP whose descriptor is `map_fd`:
 ///
@@ -181,15 +193,47 @@ const BPF_JMP_EXIT: u8 = 0x05 | 0x90;
 /// call bpf_redirect_map
 /// exit                        ; r0: XDP_REDIRECT or XDP_PASS
 /// ```
-fn redirect_program(map_fd: RawFd) -> [BpfInsn; 6] {
-    [
+///
+/// With `pass_arp`, ARP frames (and runts) go to the kernel first, so a
+/// host's own stack keeps answering ARP while the socket takes the rest:
+///
+/// ```text
+/// r2 = ctx->data; r3 = ctx->data_end
+/// r4 = r2 + 14; if r4 > r3 goto pass          ; the verifier's bounds check
+/// r4 = *(u16 *)(r2 + 12); if r4 == ARP goto pass
+/// ... the redirect above ...
+/// pass: r0 = XDP_PASS; exit
+/// ```
+fn redirect_program(map_fd: RawFd, pass_arp: bool) -> Vec<BpfInsn> {
+    let mut p = Vec::new();
+    if pass_arp {
+        // EtherType 0x0806 as a native-endian load of its two wire bytes.
+        let arp = i32::from(u16::from_ne_bytes([0x08, 0x06]));
+        p.extend([
+            BpfInsn::new(BPF_LDX_MEM_W, 2, 1, XDP_MD_DATA, 0),
+            BpfInsn::new(BPF_LDX_MEM_W, 3, 1, XDP_MD_DATA_END, 0),
+            BpfInsn::new(BPF_ALU64_MOV_X, 4, 2, 0, 0),
+            BpfInsn::new(BPF_ALU64_ADD_K, 4, 0, 0, ETH_HDR as i32),
+            BpfInsn::new(BPF_JMP_JGT_X, 4, 3, 8, 0),
+            BpfInsn::new(BPF_LDX_MEM_H, 4, 2, 12, 0),
+            BpfInsn::new(BPF_JMP_JEQ_K, 4, 0, 6, arp),
+        ]);
+    }
+    p.extend([
         BpfInsn::new(BPF_LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
         BpfInsn::new(BPF_LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
         BpfInsn::new(0, 0, 0, 0, 0),
         BpfInsn::new(BPF_ALU64_MOV_K, 3, 0, 0, XDP_PASS),
         BpfInsn::new(BPF_JMP_CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
         BpfInsn::new(BPF_JMP_EXIT, 0, 0, 0, 0),
-    ]
+    ]);
+    if pass_arp {
+        p.extend([
+            BpfInsn::new(BPF_ALU64_MOV_K, 0, 0, 0, XDP_PASS),
+            BpfInsn::new(BPF_JMP_EXIT, 0, 0, 0, 0),
+        ]);
+    }
+    p
 }
 
 #[repr(C)]
@@ -282,6 +326,7 @@ impl XdpAttach {
         ifname: &str,
         ifindex: u32,
         mode: AttachMode,
+        pass_arp: bool,
         notes: &mut Vec<String>,
     ) -> io::Result<XdpAttach> {
         let mut m = MapCreateAttr {
@@ -293,7 +338,7 @@ impl XdpAttach {
             ..Default::default()
         };
         let map = bpf_fd(BPF_MAP_CREATE, &mut m, "creating the XSKMAP")?;
-        let prog = load_program(map.as_raw_fd())?;
+        let prog = load_program(map.as_raw_fd(), pass_arp)?;
         let try_link = |flags: u32| {
             let mut l = LinkCreateAttr {
                 prog_fd: prog.as_raw_fd() as u32,
@@ -365,8 +410,8 @@ impl XdpAttach {
     }
 }
 
-fn load_program(map_fd: RawFd) -> io::Result<OwnedFd> {
-    let insns = redirect_program(map_fd);
+fn load_program(map_fd: RawFd, pass_arp: bool) -> io::Result<OwnedFd> {
+    let insns = redirect_program(map_fd, pass_arp);
     let license = b"GPL\0";
     let mut p = ProgLoadAttr {
         prog_type: BPF_PROG_TYPE_XDP,
@@ -809,7 +854,7 @@ impl AfXdp {
             )
         };
 
-        let attach = XdpAttach::attach(ifname, ifindex, cfg.attach, &mut notes)?;
+        let attach = XdpAttach::attach(ifname, ifindex, cfg.attach, cfg.pass_arp, &mut notes)?;
 
         let bind = |flags: u16| {
             let sxdp = libc::sockaddr_xdp {
@@ -1159,7 +1204,8 @@ mod tests {
 
     #[test]
     fn redirect_program_encodes_as_the_kernel_expects() {
-        let p = redirect_program(7);
+        let p = redirect_program(7, false);
+        assert_eq!(p.len(), 6);
         // ldxw r2, [r1+16]
         assert_eq!((p[0].code, p[0].regs, p[0].off), (0x61, 0x12, 16));
         // lddw r1, map_fd (pseudo map fd in src_reg), second half zero
@@ -1170,6 +1216,21 @@ mod tests {
         assert_eq!((p[4].code, p[4].imm), (0x85, 51));
         assert_eq!(p[5].code, 0x95);
         assert_eq!(std::mem::size_of::<BpfInsn>(), 8);
+
+        // With the ARP pass: both jumps land on `r0 = XDP_PASS; exit`.
+        let q = redirect_program(7, true);
+        assert_eq!(q.len(), 15);
+        let pass = q.len() - 2;
+        for (i, insn) in q.iter().enumerate() {
+            if insn.code == BPF_JMP_JGT_X || insn.code == BPF_JMP_JEQ_K {
+                assert_eq!(i + 1 + insn.off as usize, pass, "jump at {i}");
+            }
+        }
+        assert_eq!((q[pass].code, q[pass].regs, q[pass].imm), (0xb7, 0x00, 2));
+        assert_eq!(q[pass + 1].code, 0x95);
+        assert_eq!(&q[7..13], &p[..]);
+        // The bounds check precedes the EtherType load (the verifier's rule).
+        assert_eq!((q[4].code, q[5].code, q[5].off), (0x2d, 0x69, 12));
     }
 
     #[test]
