@@ -287,13 +287,18 @@ struct LinkCreateAttr {
 
 /// `bpf(cmd, attr, sizeof attr)`, returning a new descriptor.
 fn bpf_fd<T>(cmd: libc::c_long, attr: &mut T, what: &str) -> io::Result<OwnedFd> {
+    bpf_fd_raw(cmd, attr).map_err(|e| ctx(e, what))
+}
+
+/// [`bpf_fd`] with the bare OS error (its errno kept for the caller).
+fn bpf_fd_raw<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<OwnedFd> {
     // SAFETY: `attr` is a live, fully initialised repr(C) prefix of `union
     // bpf_attr`; the kernel reads (and for logs writes through pointers we
     // set up) at most `size_of::<T>()` bytes of it and treats the rest of
     // the union as zero.
     let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
     if r < 0 {
-        return Err(ctx(io::Error::last_os_error(), what));
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: the kernel returned a new descriptor (O_CLOEXEC) we alone own.
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
@@ -346,8 +351,9 @@ impl XdpAttach {
                 attach_type: BPF_XDP,
                 flags,
             };
-            bpf_fd(BPF_LINK_CREATE, &mut l, &format!("attaching XDP to {ifname}"))
+            bpf_fd_raw(BPF_LINK_CREATE, &mut l)
         };
+        let what = format!("attaching XDP to {ifname}");
         let attempt = |flags: u32,
                        name: &'static str,
                        notes: &mut Vec<String>|
@@ -356,12 +362,12 @@ impl XdpAttach {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) || e.raw_os_error() == Some(libc::EEXIST) => {
                     // Something else holds the interface's XDP hook.
                     if remove_leftover(ifname, notes)? {
-                        try_link(flags).map(|l| (l, name))
+                        try_link(flags).map(|l| (l, name)).map_err(|e| ctx(e, &what))
                     } else {
-                        Err(e)
+                        Err(ctx(e, &what))
                     }
                 }
-                r => r.map(|l| (l, name)),
+                r => r.map(|l| (l, name)).map_err(|e| ctx(e, &what)),
             }
         };
         let (link, mode) = match mode {
@@ -854,7 +860,14 @@ impl AfXdp {
             )
         };
 
-        let attach = XdpAttach::attach(ifname, ifindex, cfg.attach, cfg.pass_arp, &mut notes)?;
+        let attach =
+            XdpAttach::attach(ifname, ifindex, cfg.attach, cfg.pass_arp, &mut notes).map_err(|e| {
+                if notes.is_empty() {
+                    e
+                } else {
+                    io::Error::new(e.kind(), format!("{e} ({})", notes.join("; ")))
+                }
+            })?;
 
         let bind = |flags: u16| {
             let sxdp = libc::sockaddr_xdp {
@@ -877,6 +890,22 @@ impl AfXdp {
             } else {
                 Ok(())
             }
+        };
+        // A socket closed just before may still hold the queue: the kernel
+        // releases its buffer pool in deferred work after close(2). Wait
+        // for it (bounded: 1 s) rather than fail a quick reopen.
+        let bind = |flags: u16| {
+            let mut r = bind(flags);
+            for _ in 0..50 {
+                match &r {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        r = bind(flags);
+                    }
+                    _ => break,
+                }
+            }
+            r
         };
         let mut zero_copy = false;
         if cfg.zero_copy {
@@ -1513,6 +1542,177 @@ mod tests {
         assert_eq!(xdp_attached_in(&pa.netns, &pa.ifname).unwrap(), None);
         let again = AfXdp::open_in(&pa.netns, &pa.ifname, &cfg).unwrap();
         drop(again);
+        lab.down().unwrap();
+    }
+
+    /// A bpffs mounted on a fresh directory, unmounted and removed on drop.
+    struct BpfFs(std::path::PathBuf);
+
+    impl BpfFs {
+        fn mount() -> BpfFs {
+            let dir = std::env::temp_dir().join(format!("qxd-bpffs-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let st = std::process::Command::new("mount")
+                .args(["-t", "bpf", "bpf"])
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(st.success(), "mounting bpffs on {}", dir.display());
+            BpfFs(dir)
+        }
+    }
+
+    impl Drop for BpfFs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+
+    #[repr(C)]
+    #[derive(Default)]
+    struct ObjPinAttr {
+        pathname: u64,
+        bpf_fd: u32,
+        file_flags: u32,
+    }
+
+    /// A program attached through netlink by another tool (here `ip link
+    /// set xdpgeneric pinned`, the way xdp-loader or `ip` leave one behind:
+    /// it outlives its loader) is found at open, removed with a note, and
+    /// the port works; nothing is left afterwards.
+    #[test]
+    fn a_leftover_netlink_program_is_removed_at_open() {
+        require_root!();
+        let prefix = prefix();
+        let _guard = PrefixGuard(prefix.clone());
+        let lab = Lab::up(
+            &LabSpec::new(&prefix)
+                .node("a", NodeKind::Host)
+                .node("b", NodeKind::Host)
+                .link("a", "", "b", ""),
+        )
+        .unwrap();
+        let pb = lab.port("b", "a").unwrap().clone();
+        let fs = BpfFs::mount();
+        {
+            let mut m = MapCreateAttr {
+                map_type: BPF_MAP_TYPE_XSKMAP,
+                key_size: 4,
+                value_size: 4,
+                max_entries: 4,
+                ..Default::default()
+            };
+            let map = bpf_fd(BPF_MAP_CREATE, &mut m, "map").unwrap();
+            let prog = load_program(map.as_raw_fd(), false).unwrap();
+            let path = std::ffi::CString::new(fs.0.join("left").to_str().unwrap()).unwrap();
+            let mut pin = ObjPinAttr {
+                pathname: path.as_ptr() as u64,
+                bpf_fd: prog.as_raw_fd() as u32,
+                file_flags: 0,
+            };
+            // SAFETY: a valid BPF_OBJ_PIN attr; the path outlives the call.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_bpf,
+                    6,
+                    &mut pin as *mut ObjPinAttr,
+                    std::mem::size_of::<ObjPinAttr>(),
+                )
+            };
+            assert!(r == 0, "BPF_OBJ_PIN: {}", io::Error::last_os_error());
+            let out = std::process::Command::new("ip")
+                .args([
+                    "-n",
+                    &pb.netns,
+                    "link",
+                    "set",
+                    "dev",
+                    &pb.ifname,
+                    "xdpgeneric",
+                    "pinned",
+                ])
+                .arg(fs.0.join("left"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        // Our descriptors are closed: the netlink attachment stays.
+        let left = xdp_attached_in(&pb.netns, &pb.ifname).unwrap();
+        assert!(left.is_some());
+        let dev = AfXdp::open_in(
+            &pb.netns,
+            &pb.ifname,
+            &XdpConfig {
+                ring: 64,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            dev.mode()
+                .contains(&format!("removed a leftover XDP program (id {})", left.unwrap())),
+            "{}",
+            dev.mode()
+        );
+        assert_ne!(xdp_attached_in(&pb.netns, &pb.ifname).unwrap(), left);
+        drop(dev);
+        assert_eq!(xdp_attached_in(&pb.netns, &pb.ifname).unwrap(), None);
+        drop(fs);
+        lab.down().unwrap();
+    }
+
+    /// With `pass_arp`, the host's kernel still answers ARP while the
+    /// socket takes everything else: a ping from the peer resolves the
+    /// address (the kernel replied) and its echo request reaches the socket.
+    #[test]
+    fn pass_arp_leaves_arp_to_the_kernel() {
+        require_root!();
+        let prefix = prefix();
+        let _guard = PrefixGuard(prefix.clone());
+        let lab = Lab::up(
+            &LabSpec::new(&prefix)
+                .node("a", NodeKind::Host)
+                .node("b", NodeKind::Host)
+                .link("a", "198.18.0.1/24", "b", "198.18.0.2/24"),
+        )
+        .unwrap();
+        let pb = lab.port("b", "a").unwrap().clone();
+        let mut rx = AfXdp::open_in(
+            &pb.netns,
+            &pb.ifname,
+            &XdpConfig {
+                ring: 64,
+                pass_arp: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        // One ping, 1 s deadline: no reply (the socket took the request).
+        let _ = lab.exec("a", &["ping", "-c", "1", "-W", "1", "198.18.0.2"]);
+        let mut echo = 0;
+        let mut arp = 0;
+        rx.recv_batch(64, |f, _| {
+            if f.len() > 23 && f[12..14] == [0x08, 0x00] && f[23] == 1 {
+                echo += 1;
+            }
+            if f.len() > 14 && f[12..14] == [0x08, 0x06] {
+                arp += 1;
+            }
+        })
+        .unwrap();
+        assert_eq!(
+            (echo, arp),
+            (1, 0),
+            "the socket gets the echo request, not the ARP"
+        );
+        let neigh = lab.exec("a", &["ip", "neigh", "show", "198.18.0.2"]).unwrap();
+        let text = String::from_utf8_lossy(&neigh.stdout);
+        assert!(
+            text.contains(&pb.mac.to_string()),
+            "a did not learn b's MAC: {text}"
+        );
+        drop(rx);
         lab.down().unwrap();
     }
 }
