@@ -22,7 +22,7 @@ use qosnet_core::wire::MacAddr;
 
 use crate::afpacket::{AfPacket, AfPacketConfig};
 use crate::device::{Device, DeviceStats};
-use crate::xdp::{AfXdp, XdpConfig};
+use crate::xdp::{AfXdp, AttachMode, XdpConfig};
 
 /// A port's device type.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -128,6 +128,12 @@ impl PortDevices {
             t.insert(p.clone(), self.kind_for(node, p).name().into());
         }
         cfg.insert("devices".into(), t.into());
+        if self.xdp.zero_copy {
+            cfg.insert("xdp_zero_copy".into(), true.into());
+        }
+        if self.xdp.attach != AttachMode::Auto {
+            cfg.insert("xdp_attach".into(), self.xdp.attach.name().into());
+        }
     }
 
     /// Apply a node config's `device` and `[devices]` to `node`.
@@ -285,11 +291,14 @@ mod tests {
     fn node_config_keys_round_trip() {
         let mut d = PortDevices::default();
         d.add_arg("r:h1=af_xdp").unwrap();
+        d.xdp.attach = AttachMode::Generic;
         let mut cfg = toml::Table::new();
         d.write_node_keys("r", &["h1".into(), "h2".into()], &mut cfg);
         let t = cfg["devices"].as_table().unwrap();
         assert_eq!(t["h1"].as_str(), Some("af_xdp"));
         assert_eq!(t["h2"].as_str(), Some("af_packet"));
+        assert_eq!(cfg["xdp_attach"].as_str(), Some("generic"));
+        assert!(!cfg.contains_key("xdp_zero_copy"));
         // A node process applying them decides the same.
         let map: BTreeMap<String, DeviceKind> = t
             .iter()

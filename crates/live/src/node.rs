@@ -325,6 +325,10 @@ pub struct NodeConfig {
     pub device: Option<DeviceKind>,
     /// `[devices] NEIGHBOUR = "af_xdp"`: one port's device.
     pub devices: BTreeMap<String, DeviceKind>,
+    /// `xdp_zero_copy = true`: AF_XDP ports ask for zero-copy.
+    pub xdp_zero_copy: bool,
+    /// `xdp_attach = "native" | "generic"`: where the XDP program runs.
+    pub xdp_attach: Option<crate::xdp::AttachMode>,
     /// CLOCK_REALTIME instants at which to snapshot port counters.
     pub marks: Vec<Instant>,
     /// Stop at this CLOCK_REALTIME instant, if given.
@@ -357,6 +361,8 @@ impl NodeConfig {
             "epoch",
             "device",
             "devices",
+            "xdp_zero_copy",
+            "xdp_attach",
         ];
         if let Some(k) = v.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -420,6 +426,12 @@ impl NodeConfig {
                 ))
             }
         }
+        let xdp_attach = s("xdp_attach")?
+            .map(|a| {
+                a.parse::<crate::xdp::AttachMode>()
+                    .map_err(|e| format!("{shown}: {e}"))
+            })
+            .transpose()?;
         let sets = match v.get("set") {
             None => Vec::new(),
             Some(toml::Value::Array(a)) => a
@@ -475,6 +487,8 @@ impl NodeConfig {
             flow_src,
             device,
             devices,
+            xdp_zero_copy: b("xdp_zero_copy")?,
+            xdp_attach,
             marks,
             until,
             epoch,
@@ -545,6 +559,10 @@ pub fn run(
     let places = cfg.places(&sc, &net, i)?;
     let mut devices = o.devices.clone();
     devices.apply_node_config(&cfg.node, cfg.device, &cfg.devices);
+    devices.xdp.zero_copy |= cfg.xdp_zero_copy;
+    if let Some(a) = cfg.xdp_attach {
+        devices.xdp.attach = a;
+    }
     let o = OpenOptions {
         devices,
         emulate_wire: cfg.emulate_wire || o.emulate_wire,
@@ -618,6 +636,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.device, Some(DeviceKind::AfXdp));
         assert_eq!(c.devices.get("R2"), Some(&DeviceKind::AfPacket));
+        assert!(!c.xdp_zero_copy && c.xdp_attach.is_none());
         let mut d = PortDevices::default();
         d.apply_node_config(&c.node, c.device, &c.devices);
         assert_eq!(d.kind_for("R1", "h1"), DeviceKind::AfXdp);
@@ -625,6 +644,10 @@ mod tests {
 
         let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\ndevice = \"dpdk\"\n").unwrap_err();
         assert!(bad.contains("device `dpdk`"), "{bad}");
+        let c = config("scenario = \"s.toml\"\nnode = \"R1\"\nxdp_zero_copy = true\nxdp_attach = \"skb\"\n")
+            .unwrap();
+        assert!(c.xdp_zero_copy);
+        assert_eq!(c.xdp_attach, Some(crate::xdp::AttachMode::Generic));
         let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\n[devices]\nR2 = 3\n").unwrap_err();
         assert!(bad.contains("devices.R2"), "{bad}");
     }

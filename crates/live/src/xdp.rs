@@ -65,6 +65,16 @@ pub enum AttachMode {
     Generic,
 }
 
+impl AttachMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            AttachMode::Auto => "auto",
+            AttachMode::Native => "native",
+            AttachMode::Generic => "generic",
+        }
+    }
+}
+
 impl std::str::FromStr for AttachMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
