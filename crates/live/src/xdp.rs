@@ -1380,6 +1380,27 @@ mod tests {
 
     const TEST_ETHERTYPE: u16 = 0x88b5; // IEEE 802 local experimental
 
+    /// Return early, saying why, when this kernel has no AF_XDP sockets.
+    macro_rules! require_af_xdp {
+        () => {
+            // SAFETY: plain socket(2), closed at once.
+            let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+            if fd < 0 {
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED {}:{}: no AF_XDP sockets here: {}",
+                    module_path!(),
+                    line!(),
+                    io::Error::last_os_error()
+                );
+                return;
+            }
+            // SAFETY: `fd` is ours and open.
+            unsafe { libc::close(fd) };
+        };
+    }
+
     /// `qxd{pid}n{k}`: this module's namespaces, unique per call.
     fn prefix() -> String {
         static N: AtomicU32 = AtomicU32::new(0);
@@ -1434,6 +1455,7 @@ mod tests {
     #[test]
     fn frames_cross_a_veth_pair_and_nothing_is_left_attached() {
         require_root!();
+        require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
         let lab = Lab::up(
@@ -1528,6 +1550,7 @@ mod tests {
     #[test]
     fn a_second_socket_on_a_busy_interface_fails_cleanly() {
         require_root!();
+        require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
         let lab = Lab::up(
@@ -1594,6 +1617,7 @@ mod tests {
     #[test]
     fn a_leftover_netlink_program_is_removed_at_open() {
         require_root!();
+        require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
         let lab = Lab::up(
@@ -1678,6 +1702,7 @@ mod tests {
     #[test]
     fn pass_arp_leaves_arp_to_the_kernel() {
         require_root!();
+        require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
         let lab = Lab::up(
