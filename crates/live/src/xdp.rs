@@ -736,6 +736,23 @@ fn map_ring(fd: &OwnedFd, len: usize, pgoff: u64, what: &str) -> io::Result<NonN
     Ok(NonNull::new(p as *mut u8).expect("mmap never returns null on success"))
 }
 
+/// Map one of the socket's rings and wrap it in a [`Ring`] that owns the
+/// mapping.
+fn mapped_ring<D: Copy>(
+    fd: &OwnedFd,
+    off: &libc::xdp_ring_offset,
+    size: u32,
+    len: usize,
+    pgoff: u64,
+    what: &str,
+) -> io::Result<Ring<D>> {
+    let base = map_ring(fd, len, pgoff, what)?;
+    // SAFETY: `base` maps `len` bytes of this very ring, laid out at the
+    // offsets the kernel reported (XDP_MMAP_OFFSETS) with `size`
+    // descriptors of type D; the Ring owns the mapping and unmaps it.
+    Ok(unsafe { Ring::new(base, off, size, Some(len)) })
+}
+
 impl AfXdp {
     /// Open a port on `ifname` in the calling thread's network namespace.
     pub fn open(ifname: &str, cfg: &XdpConfig) -> io::Result<AfXdp> {
@@ -830,45 +847,38 @@ impl AfXdp {
         let (fr_len, cr_len) = (ring_len(&off.fr, 8), ring_len(&off.cr, 8));
         // Each ring is owned by its Ring from the moment it is mapped, so
         // an error below unmaps what was mapped.
-        // SAFETY (all four): the mapping was made for this ring, at the
-        // kernel's offsets, with its length; the Ring owns and unmaps it.
-        let rx = unsafe {
-            Ring::new(
-                map_ring(&fd, rx_len, libc::XDP_PGOFF_RX_RING as u64, "mmap RX ring")?,
-                &off.rx,
-                ring,
-                Some(rx_len),
-            )
-        };
-        let tx = unsafe {
-            Ring::new(
-                map_ring(&fd, tx_len, libc::XDP_PGOFF_TX_RING as u64, "mmap TX ring")?,
-                &off.tx,
-                ring,
-                Some(tx_len),
-            )
-        };
-        let fill = unsafe {
-            Ring::new(
-                map_ring(&fd, fr_len, libc::XDP_UMEM_PGOFF_FILL_RING, "mmap fill ring")?,
-                &off.fr,
-                ring,
-                Some(fr_len),
-            )
-        };
-        let comp = unsafe {
-            Ring::new(
-                map_ring(
-                    &fd,
-                    cr_len,
-                    libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-                    "mmap completion ring",
-                )?,
-                &off.cr,
-                ring,
-                Some(cr_len),
-            )
-        };
+        let rx = mapped_ring(
+            &fd,
+            &off.rx,
+            ring,
+            rx_len,
+            libc::XDP_PGOFF_RX_RING as u64,
+            "mmap RX ring",
+        )?;
+        let tx = mapped_ring(
+            &fd,
+            &off.tx,
+            ring,
+            tx_len,
+            libc::XDP_PGOFF_TX_RING as u64,
+            "mmap TX ring",
+        )?;
+        let fill = mapped_ring(
+            &fd,
+            &off.fr,
+            ring,
+            fr_len,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            "mmap fill ring",
+        )?;
+        let comp = mapped_ring(
+            &fd,
+            &off.cr,
+            ring,
+            cr_len,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            "mmap completion ring",
+        )?;
 
         let attach =
             XdpAttach::attach(ifname, ifindex, cfg.attach, cfg.pass_arp, &mut notes).map_err(|e| {
