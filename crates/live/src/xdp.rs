@@ -1122,6 +1122,11 @@ impl AfXdp {
 
 impl Device for AfXdp {
     fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8], Instant)) -> io::Result<usize> {
+        if self.tx_pending > 0 {
+            // Frames a flush left in the TX ring (the device was busy):
+            // the driver polls here every step, flushes only after sends.
+            let _ = self.kick_tx();
+        }
         let n = self.rx.ready(max.min(u32::MAX as usize) as u32);
         if n == 0 {
             if self.fill.needs_wakeup() {
