@@ -97,12 +97,31 @@ pub struct DriverArgs {
     /// models the paper's PCs) before input processing.
     #[arg(long)]
     pub emulate_cpu: bool,
+    /// Port devices: `af_packet` (default) or `af_xdp` for every qosnet
+    /// port, or for one node (`R1=af_xdp`) or one port (`R1:R2=af_xdp`,
+    /// R1's port towards R2); repeatable, later ones win. An AF_XDP port
+    /// that cannot be had falls back to AF_PACKET with the reason printed.
+    #[arg(long, value_name = "[NODE[:PEER]=]KIND")]
+    pub device: Vec<String>,
+    /// AF_XDP: ask for zero-copy (copy mode, with the reason, where the
+    /// driver has none: veth).
+    #[arg(long)]
+    pub xdp_zero_copy: bool,
+    /// AF_XDP: where the XDP program runs: auto (native, else generic),
+    /// native or generic.
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    pub xdp_attach: String,
 }
 
 impl DriverArgs {
     pub fn apply(&self, o: &mut LiveOptions) -> Result<()> {
         o.driver.busy_poll = self.busy_poll;
         o.emulate_cpu = self.emulate_cpu;
+        for d in &self.device {
+            o.devices.add_arg(d).map_err(|e| anyhow!(e))?;
+        }
+        o.devices.xdp.zero_copy = self.xdp_zero_copy;
+        o.devices.xdp.attach = self.xdp_attach.parse().map_err(|e: String| anyhow!(e))?;
         if let Some(s) = &self.spin {
             o.driver.spin = parse_duration(s)?;
         }

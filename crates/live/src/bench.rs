@@ -41,12 +41,14 @@ use qosnet_core::time::Duration;
 use qosnet_core::wire::{self, UdpSpec, ETH_HDR, IPV4_HDR, UDP_HDR};
 use serde::Serialize;
 
-use crate::afpacket::{AfPacket, AfPacketConfig, TxMode};
+use crate::afpacket::{AfPacketConfig, TxMode};
 use crate::clock;
 use crate::device::Device;
 use crate::driver::DriverConfig;
 use crate::lab::{Lab, LabSpec, NodeKind};
 use crate::labrun::{LiveLab, LiveOptions, TrafficSource};
+use crate::netdev::{DeviceKind, NetDevice, PortDevices};
+use crate::xdp::XdpConfig;
 
 /// Settings of a forwarding benchmark.
 #[derive(Clone, Debug)]
@@ -56,12 +58,17 @@ pub struct BenchConfig {
     pub trial: Duration,
     /// Ethernet frame sizes including the FCS (64 and 1518 by default).
     pub frame_sizes: Vec<usize>,
-    /// Routers: `kernel` and qosnet schedulers (`fifo`, `tdp`, `diffserv`).
+    /// Routers: `kernel` and qosnet schedulers (`fifo`, `tdp`, `diffserv`)
+    /// on AF_PACKET ports, or on AF_XDP ports with `/af_xdp` (`fifo/af_xdp`).
     pub routers: Vec<String>,
     /// Binary search steps per (router, size).
     pub steps: usize,
     /// Loss allowed in a passing trial (RFC 2544: 0).
     pub loss: f64,
+    /// The generator's and counter's device. AF_XDP takes frames for h2
+    /// at XDP, before h2's IP stack, which otherwise runs on the router
+    /// core for every router alike (route lookup, ICMP port unreachable).
+    pub tester: DeviceKind,
 }
 
 impl Default for BenchConfig {
@@ -70,9 +77,12 @@ impl Default for BenchConfig {
             prefix: "qnb".into(),
             trial: Duration::from_millis(1000),
             frame_sizes: vec![64, 1518],
-            routers: ["kernel", "fifo", "tdp", "diffserv"].map(String::from).to_vec(),
+            routers: ["kernel", "fifo", "fifo/af_xdp", "tdp", "diffserv"]
+                .map(String::from)
+                .to_vec(),
             steps: 7,
             loss: 0.0,
+            tester: DeviceKind::AfPacket,
         }
     }
 }
@@ -182,15 +192,15 @@ fn steer(ns: &str, ifname: &str, cpu: usize) -> Result<(), String> {
 }
 
 /// The generator and counter: frames into h1's TX ring, frames out of
-/// h2's RX ring.
+/// h2's RX ring (AF_PACKET, or AF_XDP with [`BenchConfig::tester`]).
 struct Gen {
-    tx: AfPacket,
-    rx: AfPacket,
+    tx: NetDevice,
+    rx: NetDevice,
     frame: Vec<u8>,
 }
 
 impl Gen {
-    fn open(lab: &Lab, frame_bytes: usize) -> Result<Gen, String> {
+    fn open(lab: &Lab, frame_bytes: usize, tester: DeviceKind) -> Result<Gen, String> {
         let p1 = lab.port("h1", "r").ok_or("no h1 port")?.clone();
         let p2 = lab.port("h2", "r").ok_or("no h2 port")?.clone();
         let txc = AfPacketConfig {
@@ -203,8 +213,22 @@ impl Gen {
             rx_frames: 16384,
             ..AfPacketConfig::default()
         };
-        let tx = AfPacket::open_in(&p1.netns, &p1.ifname, &txc).map_err(|e| format!("generator: {e}"))?;
-        let rx = AfPacket::open_in(&p2.netns, &p2.ifname, &rxc).map_err(|e| format!("counter: {e}"))?;
+        let xdp = XdpConfig {
+            ring: 8192,
+            // h2's and h1's kernels still answer the routers' ARP.
+            pass_arp: true,
+            ..XdpConfig::default()
+        };
+        let (tx, how_tx) = NetDevice::open(Some(&p1.netns), &p1.ifname, tester, &txc, &xdp)
+            .map_err(|e| format!("generator: {e}"))?;
+        let (rx, how_rx) = NetDevice::open(Some(&p2.netns), &p2.ifname, tester, &rxc, &xdp)
+            .map_err(|e| format!("counter: {e}"))?;
+        if tester != DeviceKind::AfPacket {
+            eprintln!(
+                "bench generator on {}: {how_tx}; counter on {}: {how_rx}",
+                p1.ifname, p2.ifname
+            );
+        }
         let spec = UdpSpec {
             src_mac: p1.mac,
             dst_mac: p1.peer_mac,
@@ -303,7 +327,7 @@ fn search(
     router_cpu: &dyn Fn() -> u64,
     stop: &AtomicBool,
 ) -> Result<(f64, Vec<Trial>, f64), String> {
-    let mut g = Gen::open(lab, frame_bytes)?;
+    let mut g = Gen::open(lab, frame_bytes, cfg.tester)?;
     // Warm-up: ARP, rings, caches.
     let _ = g.trial(0, 10_000.0, Duration::from_millis(200), stop);
     let mut trials = Vec::new();
@@ -395,7 +419,13 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                 .link("r", "10.0.1.1/24", "h2", "10.0.1.2/24");
             lab_kernel.insert(Lab::up(&spec).map_err(|e| e.to_string())?)
         } else {
-            let sc = qosnet_scenario::load_str(&format!("<bench {router}>"), &scenario(router), &[])
+            // `SCHED` runs the router on AF_PACKET ports, `SCHED/af_xdp`
+            // on AF_XDP ports ([`crate::xdp`]).
+            let (sched, device) = match router.split_once('/') {
+                Some((s, d)) => (s, d.parse::<DeviceKind>()?),
+                None => (router.as_str(), DeviceKind::AfPacket),
+            };
+            let sc = qosnet_scenario::load_str(&format!("<bench {router}>"), &scenario(sched), &[])
                 .map_err(|e| e.to_string())?;
             let o = LiveOptions {
                 processes: None,
@@ -417,6 +447,15 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                     rx_frames: 8192,
                     tx_frames: 1024,
                     ..AfPacketConfig::default()
+                },
+                devices: PortDevices {
+                    default: device,
+                    // As deep as the AF_PACKET ports' receive rings.
+                    xdp: XdpConfig {
+                        ring: 8192,
+                        ..XdpConfig::default()
+                    },
+                    ..PortDevices::default()
                 },
                 timer_noise: false,
                 verbose: false,

@@ -1,6 +1,7 @@
 //! The [`Device`] trait: a frame-level network port that a live driver
 //! polls, whatever is behind it — an AF_PACKET socket on a NIC or veth
-//! ([`crate::afpacket`]), a TAP device that exchanges frames with this
+//! ([`crate::afpacket`]), an AF_XDP socket ([`crate::xdp`]; the per-port
+//! choice is [`crate::netdev`]), a TAP device that exchanges frames with this
 //! host's own kernel IP stack ([`crate::tap`]), or memory ([`MemDevice`],
 //! for tests). Any node runs on any device (cf. smoltcp's `phy::Device`).
 

@@ -58,6 +58,7 @@ use crate::afpacket::{AfPacket, AfPacketConfig};
 use crate::clock::{self, LatenessSummary};
 use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
 use crate::lab::{ip, Ipv4Net, Lab, LabError, LabLink, LabNode, LabSpec, NodeKind};
+use crate::netdev::{NetDevice, PortDevices};
 use crate::netns;
 use crate::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
 use crate::placement::{Placement, MEASURED_BOTH, MEASURED_SINK, MEASURED_SOURCE};
@@ -341,7 +342,7 @@ pub fn open_nodes(
     lab: &Lab,
     opts: &BuildOpts,
     live: &LiveOptions,
-) -> Result<(Vec<NodeHost<AfPacket>>, Vec<usize>), String> {
+) -> Result<(Vec<NodeHost<NetDevice>>, Vec<usize>), String> {
     let setup = Setup::new(sc, net)?;
     let mut hosts = Vec::new();
     let mut index = Vec::new();
@@ -369,6 +370,7 @@ pub fn open_nodes(
         }
         let o = OpenOptions {
             afpacket: live.afpacket,
+            devices: live.devices.clone(),
             emulate_wire: live.emulate_wire,
             emulate_cpu: live.emulate_cpu,
             seed: sc.seed.wrapping_add(i as u64),
@@ -396,6 +398,8 @@ pub struct LiveOptions {
     pub prefix: String,
     pub driver: DriverConfig,
     pub afpacket: AfPacketConfig,
+    /// Which router ports are AF_XDP ([`crate::netdev`]; default none).
+    pub devices: PortDevices,
     /// Measure the machine's timer noise before the run (0.3 s).
     pub timer_noise: bool,
     /// Progress messages on stderr.
@@ -526,6 +530,7 @@ impl Default for LiveOptions {
                 ..DriverConfig::default()
             },
             afpacket: AfPacketConfig::default(),
+            devices: PortDevices::default(),
             timer_noise: true,
             verbose: false,
             emulate_cpu: false,
@@ -560,7 +565,7 @@ pub struct LiveLab {
     /// Scenario node index of each hosted node, in driver order.
     pub index: Vec<usize>,
     halt: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<(Driver<AfPacket>, Vec<Snapshot>)>>,
+    thread: Option<std::thread::JoinHandle<(Driver<NetDevice>, Vec<Snapshot>)>>,
     /// One process per node instead of the thread.
     procs: Option<Procs>,
 }
@@ -578,7 +583,7 @@ type SinkFlows = BTreeMap<u32, (Vec<(u64, u64)>, traffic::FlowReport)>;
 /// Port counters of every hosted node at a mark, in driver order.
 pub type Snapshot = Vec<Vec<PortSnap>>;
 
-fn snapshot(d: &Driver<AfPacket>) -> Snapshot {
+fn snapshot(d: &Driver<NetDevice>) -> Snapshot {
     d.hosts.iter().map(node::snapshot).collect()
 }
 
@@ -667,7 +672,7 @@ impl LiveLab {
     /// Stop the routers; returns the driver (routers and devices) and the
     /// counter snapshots (`None` if already stopped, or when the nodes run
     /// as processes: see [`LiveLab::stop_reports`]).
-    pub fn stop(&mut self) -> Option<(Driver<AfPacket>, Vec<Snapshot>)> {
+    pub fn stop(&mut self) -> Option<(Driver<NetDevice>, Vec<Snapshot>)> {
         self.halt.store(true, Ordering::SeqCst);
         if let Some(p) = self.procs.take() {
             p.stop();
@@ -810,6 +815,8 @@ fn spawn_nodes(
                 .ok_or_else(|| format!("lab has no port of {} on link {}", n.name, f.link))?;
             ports.insert(sc.nodes[f.peer].name.clone(), p.ifname.clone().into());
         }
+        let peers: Vec<String> = ports.keys().cloned().collect();
+        opts.devices.write_node_keys(&n.name, &peers, &mut cfg);
         cfg.insert("ports".into(), ports.into());
         let sets: Vec<toml::Value> = np.sets.iter().map(|s| s.clone().into()).collect();
         cfg.insert("set".into(), sets.into());

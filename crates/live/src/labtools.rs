@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::{Child, Stdio};
 
-use crate::afpacket::AfPacket;
 use crate::driver::Driver;
 use crate::labrun::LiveLab;
+use crate::netdev::NetDevice;
 use crate::netns;
 
 /// Is `bin` on the PATH?
@@ -75,7 +75,7 @@ pub fn warm_up(live: &LiveLab, a: &str, b: &str) -> Result<(), String> {
 
 /// Every router's forwarding, drop and extra (conditioner, TDP) counters,
 /// by router name.
-pub fn router_counters(d: &Driver<AfPacket>) -> BTreeMap<String, BTreeMap<String, u64>> {
+pub fn router_counters(d: &Driver<NetDevice>) -> BTreeMap<String, BTreeMap<String, u64>> {
     d.hosts
         .iter()
         .filter_map(|h| h.router())

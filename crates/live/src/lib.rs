@@ -20,6 +20,7 @@ pub mod lab;
 pub mod labrun;
 pub mod labtools;
 pub mod metrics;
+pub mod netdev;
 pub mod netns;
 pub mod node;
 pub mod placement;
@@ -28,6 +29,7 @@ pub mod rt;
 pub mod tap;
 pub mod tester;
 pub mod traffic;
+pub mod xdp;
 
 #[cfg(test)]
 mod testutil;

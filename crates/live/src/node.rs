@@ -3,7 +3,7 @@
 //! Whatever its kind (router, switch, ...), a scenario node becomes a
 //! sans-IO node from the scenario crate's builder registry
 //! ([`qosnet_scenario::build::build_node`]), and this module puts it on
-//! AF_PACKET ports with what live mode adds: transmit catch-up for late
+//! AF_PACKET or AF_XDP ports ([`crate::netdev`], chosen per port) with what live mode adds: transmit catch-up for late
 //! wake-ups, ARP warm-up of point-to-point peers, wire and CPU emulation.
 //! Labs use it for every qosnet node they host, in one process or one
 //! process per node (`qosnet node`), and `qosnet node --config FILE` uses
@@ -34,14 +34,17 @@ use qosnet_scenario::topo::Network;
 use qosnet_scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
-use crate::afpacket::{AfPacket, AfPacketConfig};
+use crate::afpacket::AfPacketConfig;
 use crate::device::Device;
 use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
+use crate::netdev::{DeviceKind, NetDevice, PortDevices};
 
 /// How a node is put on its ports.
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
     pub afpacket: AfPacketConfig,
+    /// Which ports are AF_XDP (default: none).
+    pub devices: PortDevices,
     /// Emulate each link's rate and delay (veth has neither).
     pub emulate_wire: bool,
     /// Emulate the scenario's per-frame processing time.
@@ -62,6 +65,7 @@ impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             afpacket: AfPacketConfig::default(),
+            devices: PortDevices::default(),
             emulate_wire: false,
             emulate_cpu: false,
             nic_macs: false,
@@ -88,7 +92,7 @@ pub fn open(
     build: &BuildOpts,
     places: &[PortPlace],
     o: &OpenOptions,
-) -> Result<NodeHost<AfPacket>, String> {
+) -> Result<NodeHost<NetDevice>, String> {
     let name = &sc.nodes[i].name;
     let mut node = build_node(sc, net, setup, i, build)?
         .ok_or_else(|| format!("node {name} is a {}, not a qosnet node", sc.nodes[i].kind_name()))?;
@@ -102,11 +106,13 @@ pub fn open(
     }
     let mut devs = Vec::new();
     for (k, (f, p)) in ifaces.iter().zip(places).enumerate() {
-        let dev = match &p.netns {
-            Some(ns) => AfPacket::open_in(ns, &p.ifname, &o.afpacket),
-            None => AfPacket::open(&p.ifname, &o.afpacket),
+        let peer = &sc.nodes[f.peer].name;
+        let kind = o.devices.kind_for(name, peer);
+        let (dev, how) = NetDevice::open(p.netns.as_deref(), &p.ifname, kind, &o.afpacket, &o.devices.xdp)
+            .map_err(|e| format!("node {name}: opening {}: {e}", p.ifname))?;
+        if !o.devices.all_af_packet() || (kind == DeviceKind::AfXdp) != (dev.kind() == DeviceKind::AfXdp) {
+            eprintln!("node {name} port {k} ({} towards {peer}): {how}", p.ifname);
         }
-        .map_err(|e| format!("node {name}: opening {}: {e}", p.ifname))?;
         if let Some(r) = node.as_any_mut().downcast_mut::<Router>() {
             if o.nic_macs {
                 if let Some(port) = r.port_mut(k as u16) {
@@ -315,6 +321,14 @@ pub struct NodeConfig {
     /// Per flow, the source address its sender really uses where that is
     /// not its host's (a lab's split hosts; see `BuildOpts::flow_src`).
     pub flow_src: Vec<Option<std::net::Ipv4Addr>>,
+    /// `device = "af_xdp"`: every port's device (default AF_PACKET).
+    pub device: Option<DeviceKind>,
+    /// `[devices] NEIGHBOUR = "af_xdp"`: one port's device.
+    pub devices: BTreeMap<String, DeviceKind>,
+    /// `xdp_zero_copy = true`: AF_XDP ports ask for zero-copy.
+    pub xdp_zero_copy: bool,
+    /// `xdp_attach = "native" | "generic"`: where the XDP program runs.
+    pub xdp_attach: Option<crate::xdp::AttachMode>,
     /// CLOCK_REALTIME instants at which to snapshot port counters.
     pub marks: Vec<Instant>,
     /// Stop at this CLOCK_REALTIME instant, if given.
@@ -353,6 +367,10 @@ impl NodeConfig {
             "epoch",
             "control",
             "crash_holding_token_after",
+            "device",
+            "devices",
+            "xdp_zero_copy",
+            "xdp_attach",
         ];
         if let Some(k) = v.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(format!(
@@ -394,6 +412,34 @@ impl NodeConfig {
                 ))
             }
         }
+        let device = s("device")?
+            .map(|d| d.parse::<DeviceKind>().map_err(|e| format!("{shown}: {e}")))
+            .transpose()?;
+        let mut devices = BTreeMap::new();
+        match v.get("devices") {
+            None => {}
+            Some(toml::Value::Table(t)) => {
+                for (k, x) in t {
+                    let kind = x
+                        .as_str()
+                        .ok_or_else(|| format!("{shown}: devices.{k} must be \"af_packet\" or \"af_xdp\""))?
+                        .parse::<DeviceKind>()
+                        .map_err(|e| format!("{shown}: devices.{k}: {e}"))?;
+                    devices.insert(k.clone(), kind);
+                }
+            }
+            Some(_) => {
+                return Err(format!(
+                    "{shown}: [devices] must be a table of NEIGHBOUR = \"af_packet\" | \"af_xdp\""
+                ))
+            }
+        }
+        let xdp_attach = s("xdp_attach")?
+            .map(|a| {
+                a.parse::<crate::xdp::AttachMode>()
+                    .map_err(|e| format!("{shown}: {e}"))
+            })
+            .transpose()?;
         let sets = match v.get("set") {
             None => Vec::new(),
             Some(toml::Value::Array(a)) => a
@@ -455,6 +501,10 @@ impl NodeConfig {
             report: s("report")?.map(|r| dir.join(r)),
             ready: s("ready")?.map(|r| dir.join(r)),
             flow_src,
+            device,
+            devices,
+            xdp_zero_copy: b("xdp_zero_copy")?,
+            xdp_attach,
             marks,
             until,
             epoch,
@@ -477,6 +527,11 @@ impl NodeConfig {
                 ifname: ifname.clone(),
                 netns: self.netns.clone(),
             });
+        }
+        for extra in self.devices.keys() {
+            if !self.ports.contains_key(extra) {
+                return Err(format!("[devices] names {extra}, which is not in [ports]"));
+            }
         }
         for extra in self.ports.keys() {
             if !net.nodes[i]
@@ -508,7 +563,7 @@ pub fn run(
     driver: DriverConfig,
     o: &OpenOptions,
     stop: impl Fn() -> bool,
-    on_ready: impl FnOnce(&NodeHost<AfPacket>),
+    on_ready: impl FnOnce(&NodeHost<NetDevice>),
 ) -> Result<(NodeReport, DriverReport), String> {
     let path = cfg.scenario.to_string_lossy();
     let sc = qosnet_scenario::load_file(&path, &cfg.sets).map_err(|e| e.to_string())?;
@@ -518,7 +573,14 @@ pub fn run(
         .ok_or_else(|| format!("{}: no node named {}", sc.source, cfg.node))?;
     let setup = Setup::new(&sc, &net)?;
     let places = cfg.places(&sc, &net, i)?;
+    let mut devices = o.devices.clone();
+    devices.apply_node_config(&cfg.node, cfg.device, &cfg.devices);
+    devices.xdp.zero_copy |= cfg.xdp_zero_copy;
+    if let Some(a) = cfg.xdp_attach {
+        devices.xdp.attach = a;
+    }
     let o = OpenOptions {
+        devices,
         emulate_wire: cfg.emulate_wire || o.emulate_wire,
         emulate_cpu: cfg.emulate_cpu || o.emulate_cpu,
         seed: sc.seed.wrapping_add(i as u64),
@@ -583,4 +645,47 @@ pub fn run(
             .map_err(|e| format!("writing {}: {e}", p.display()))?;
     }
     Ok((rep, dr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Result<NodeConfig, String> {
+        let dir = std::env::temp_dir().join(format!("qosnet-nodecfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!(
+            "{:x}.toml",
+            text.len() * 31 + text.bytes().map(usize::from).sum::<usize>()
+        ));
+        std::fs::write(&p, text).unwrap();
+        let r = NodeConfig::from_file(&p);
+        let _ = std::fs::remove_file(&p);
+        r
+    }
+
+    #[test]
+    fn devices_are_read_per_port_and_checked() {
+        let c = config(
+            "scenario = \"s.toml\"\nnode = \"R1\"\ndevice = \"af_xdp\"\n\
+             [ports]\nR2 = \"eth0\"\nh1 = \"eth1\"\n[devices]\nR2 = \"af_packet\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.device, Some(DeviceKind::AfXdp));
+        assert_eq!(c.devices.get("R2"), Some(&DeviceKind::AfPacket));
+        assert!(!c.xdp_zero_copy && c.xdp_attach.is_none());
+        let mut d = PortDevices::default();
+        d.apply_node_config(&c.node, c.device, &c.devices);
+        assert_eq!(d.kind_for("R1", "h1"), DeviceKind::AfXdp);
+        assert_eq!(d.kind_for("R1", "R2"), DeviceKind::AfPacket);
+
+        let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\ndevice = \"dpdk\"\n").unwrap_err();
+        assert!(bad.contains("device `dpdk`"), "{bad}");
+        let c = config("scenario = \"s.toml\"\nnode = \"R1\"\nxdp_zero_copy = true\nxdp_attach = \"skb\"\n")
+            .unwrap();
+        assert!(c.xdp_zero_copy);
+        assert_eq!(c.xdp_attach, Some(crate::xdp::AttachMode::Generic));
+        let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\n[devices]\nR2 = 3\n").unwrap_err();
+        assert!(bad.contains("devices.R2"), "{bad}");
+    }
 }

@@ -1,6 +1,6 @@
 //! `qosnet node --config FILE`: one node of a scenario — router, switch,
 //! any kind the builder registry builds — as its own process on this
-//! machine's interfaces (AF_PACKET), until SIGINT or SIGTERM. Labs start
+//! machine's interfaces (AF_PACKET, or AF_XDP with `--device af_xdp`), until SIGINT or SIGTERM. Labs start
 //! one of these per node with `lab run --processes`, so that killing one is
 //! a real node failure for the others; on real machines each runs its own.
 //! `qosnet router --config FILE` is the same command. Config keys:
@@ -52,6 +52,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         // veths already carry the scenario's.
         nic_macs: cfg.netns.is_none(),
         emulate_cpu: o.emulate_cpu,
+        devices: o.devices.clone(),
         ..OpenOptions::default()
     };
     let stop = ctrl_c_flag()?;
