@@ -521,13 +521,22 @@ impl RadixQueue {
             same: KeyHeap::new(),
             scratch: Vec::new(),
             nonempty: 0,
-            buckets: (0..Self::BUCKETS).map(|_| Vec::new()).collect(),
-            mins: vec![Tagged { key: 0, slot: 0 }; Self::BUCKETS],
+            // Allocated on first use: every WFQ and WF²Q+ has these
+            // queues, and most never hold enough flows to switch.
+            buckets: Vec::new(),
+            mins: Vec::new(),
             below: KeyHeap::new(),
         }
     }
     pub fn len(&self) -> usize {
         self.len + self.below.len()
+    }
+    #[inline(always)]
+    fn ensure_buckets(&mut self) {
+        if self.buckets.is_empty() {
+            self.buckets = (0..Self::BUCKETS).map(|_| Vec::new()).collect();
+            self.mins = vec![Tagged { key: 0, slot: 0 }; Self::BUCKETS];
+        }
     }
     /// Files an entry with tag > `base` in its bucket.
     #[inline(always)]
@@ -612,6 +621,7 @@ impl RadixQueue {
             self.head = 0;
             self.run.push(x);
         } else if tag > self.base {
+            self.ensure_buckets();
             self.put(x);
         } else {
             if self.head == self.run.len() && self.fresh.is_empty() {
@@ -633,6 +643,7 @@ impl RadixQueue {
     /// tag `min` (a heap's contents, in no order).
     fn fill(&mut self, min: u128, entries: impl FnOnce(&mut dyn FnMut(Tagged))) {
         debug_assert!(self.len() == 0);
+        self.ensure_buckets();
         self.base = min;
         self.run.clear();
         self.head = 0;
@@ -718,8 +729,8 @@ impl RadixQueue {
         self.run[self.head..].iter().for_each(|&x| f(x));
         self.fresh.iter().for_each(|&x| f(x));
         self.same.for_each_up_to(tag, &mut f);
-        for b in 1..Self::BUCKETS {
-            let v = &self.buckets[b];
+        // (No buckets allocated yet: nothing in them.)
+        for (b, v) in self.buckets.iter().enumerate().skip(1) {
             if v.is_empty() {
                 continue;
             }
