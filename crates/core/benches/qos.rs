@@ -5,9 +5,9 @@
 //! back to its flow, so no allocation is measured and every flow stays
 //! backlogged). FIFO runs the same loop as the baseline of the same run:
 //! after the criterion groups, all schedulers are timed in interleaved
-//! rounds and each is reported as a ratio to FIFO (median and spread), with
-//! the heap bytes per flow measured by a counting allocator; see
-//! [`paired`].
+//! rounds and each is reported as a ratio to FIFO and to DRR (median and
+//! spread), with the heap bytes per flow measured by a counting allocator;
+//! see [`paired`].
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -173,6 +173,7 @@ fn paired() {
     let f = filter();
     let wanted = |name: &str, flows: u32| {
         name == "fifo"
+            || name == "drr"
             || f.as_deref()
                 .is_none_or(|f| format!("sched_enq_deq/{name}/{flows}").contains(f))
     };
@@ -181,12 +182,14 @@ fn paired() {
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
     let mut csv = String::from(
-        "flows,sched,ns_per_pkt_median,ns_min,ns_max,ratio_to_fifo_median,ratio_min,ratio_max,heap_bytes_per_flow\n",
+        "flows,sched,ns_per_pkt_median,ns_min,ns_max,ratio_to_fifo_median,ratio_min,ratio_max,ratio_to_drr_median,drr_ratio_min,drr_ratio_max,heap_bytes_per_flow\n",
     );
     println!("\nenqueue+dequeue vs FIFO, {ROUNDS} interleaved rounds of {STEPS} packets: median [min..max]");
     for &flows in &[10u32, 1_000, 100_000] {
         let names: Vec<&str> = SCHEDS.iter().copied().filter(|n| wanted(n, flows)).collect();
-        if names.len() < 2 {
+        if names.iter().all(|&n| n == "fifo" || n == "drr")
+            && f.as_deref().is_some_and(|f| !f.contains("drr"))
+        {
             continue;
         }
         let mut runs: Vec<(Box<dyn Scheduler>, usize, u64)> = names
@@ -210,17 +213,24 @@ fn paired() {
         for v in &mut ns {
             v.remove(0);
         }
+        // DRR, the O(1) fair scheduler, is the second baseline (the goal
+        // for WFQ and WF²Q+ is a small multiple of it), by round too.
+        let drr = names.iter().position(|&n| n == "drr");
         for k in 0..names.len() {
             let mut ratio: Vec<f64> = ns[k].iter().zip(&ns[0]).map(|(a, b)| a / b).collect();
             let (m, lo, hi) = median(&mut ns[k].clone());
             let (rm, rlo, rhi) = median(&mut ratio);
+            let (dm, dlo, dhi) = match drr {
+                Some(d) => median(&mut ns[k].iter().zip(&ns[d]).map(|(a, b)| a / b).collect()),
+                None => (f64::NAN, f64::NAN, f64::NAN),
+            };
             let per_flow = runs[k].1 as f64 / flows as f64;
             println!(
-                "  {flows:>7} flows  {:<5} {m:7.1} ns/pkt [{lo:.1}..{hi:.1}]  x{rm:.2} fifo [{rlo:.2}..{rhi:.2}]  {per_flow:.0} B/flow",
+                "  {flows:>7} flows  {:<5} {m:7.1} ns/pkt [{lo:.1}..{hi:.1}]  x{rm:.2} fifo [{rlo:.2}..{rhi:.2}]  x{dm:.2} drr [{dlo:.2}..{dhi:.2}]  {per_flow:.0} B/flow",
                 names[k]
             );
             csv += &format!(
-                "{flows},{},{m:.2},{lo:.2},{hi:.2},{rm:.3},{rlo:.3},{rhi:.3},{per_flow:.1}\n",
+                "{flows},{},{m:.2},{lo:.2},{hi:.2},{rm:.3},{rlo:.3},{rhi:.3},{dm:.3},{dlo:.3},{dhi:.3},{per_flow:.1}\n",
                 names[k]
             );
         }

@@ -78,6 +78,34 @@ impl fmt::Display for Route {
 #[derive(Clone, Debug, Default)]
 pub struct RouteTable {
     routes: Vec<Route>,
+    /// Per route, in the same order, what [`Route::matches`] tests,
+    /// precomputed: a lookup (one per forwarded packet) scans these
+    /// 12-byte entries instead of recomputing each route's mask.
+    keys: Vec<MatchKey>,
+}
+
+/// A route's match test: `dst & mask == net` and `lo <= ttl <= hi`.
+#[derive(Clone, Copy, Debug)]
+struct MatchKey {
+    mask: u32,
+    net: u32,
+    lo: u8,
+    hi: u8,
+}
+
+impl MatchKey {
+    fn of(r: &Route) -> Self {
+        MatchKey {
+            mask: r.mask(),
+            net: u32::from(r.prefix) & r.mask(),
+            lo: r.ttl.0,
+            hi: r.ttl.1,
+        }
+    }
+    #[inline(always)]
+    fn matches(&self, dst: u32, ttl: u8) -> bool {
+        dst & self.mask == self.net && self.lo <= ttl && ttl <= self.hi
+    }
 }
 
 impl RouteTable {
@@ -103,10 +131,13 @@ impl RouteTable {
             .position(|o| (o.len, o.ttl_specific()) < (r.len, r.ttl_specific()))
             .unwrap_or(self.routes.len());
         self.routes.insert(pos, r);
+        self.keys.insert(pos, MatchKey::of(&r));
         Ok(())
     }
     pub fn lookup(&self, dst: Ipv4Addr, ttl: u8) -> Option<&Route> {
-        self.routes.iter().find(|r| r.matches(dst, ttl))
+        let dst = u32::from(dst);
+        let i = self.keys.iter().position(|k| k.matches(dst, ttl))?;
+        self.routes.get(i)
     }
     pub fn iter(&self) -> impl Iterator<Item = &Route> {
         self.routes.iter()
@@ -126,6 +157,33 @@ mod tests {
     fn ip(s: &str) -> Ipv4Addr {
         s.parse().unwrap()
     }
+
+    proptest::proptest! {
+        /// The precomputed match keys give what a scan with
+        /// [`Route::matches`] gives.
+        #[test]
+        fn lookup_is_the_first_matching_route(
+            routes in proptest::collection::vec((any::<u32>(), 0u8..=32, 0u8..=255, 0u8..=255), 0..40),
+            probes in proptest::collection::vec((any::<u32>(), any::<u8>()), 1..50),
+        ) {
+            let mut t = RouteTable::new();
+            for (k, &(p, len, a, b)) in routes.iter().enumerate() {
+                let r = Route::new(Ipv4Addr::from(p), len, k as u16);
+                let r = if a % 3 == 0 { r } else { r.with_ttl(a.min(b), a.max(b)) };
+                let _ = t.add(r);
+            }
+            // Destinations near the routes' prefixes, and random ones.
+            for (k, &(x, ttl)) in probes.iter().enumerate() {
+                let dst = match routes.get(k) {
+                    Some(&(p, ..)) if x % 2 == 0 => Ipv4Addr::from(p ^ (x >> 20)),
+                    _ => Ipv4Addr::from(x),
+                };
+                let want = t.iter().find(|r| r.matches(dst, ttl));
+                proptest::prop_assert_eq!(t.lookup(dst, ttl), want);
+            }
+        }
+    }
+    use proptest::prelude::any;
 
     #[test]
     fn longest_prefix_wins() {

@@ -356,7 +356,7 @@ impl Router {
     fn enqueue(&mut self, out: u16, pkt: Packet, now: Instant) {
         if let Some(p) = self.ports.get_mut(out as usize) {
             // Refusals are counted in the scheduler's own stats.
-            let _: Result<(), Dropped> = p.sched.enqueue(pkt, now);
+            let _: Result<(), Dropped> = p.enqueue(pkt, now);
         }
     }
 
@@ -373,7 +373,7 @@ impl Router {
         if let Some(c) = self.classifier.as_mut() {
             while let Some((port, pkt)) = c.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
-                    let _ = p.sched.enqueue(pkt, now);
+                    let _ = p.enqueue(pkt, now);
                 }
             }
         }
@@ -406,7 +406,7 @@ impl Router {
             let p = &mut self.ports[i];
             // A busy transmitter is the common case: skip it without the
             // call (this loop runs after every event in the simulator).
-            if p.tx_pending || p.busy_until > now {
+            if p.tx_pending || p.busy_until > now || p.idle {
                 i += 1;
                 continue;
             }

@@ -76,6 +76,10 @@ pub struct Port {
     pub(super) busy_until: Instant,
     /// Half duplex: a frame is with the NIC, waiting for `handle_tx_done`.
     pub(super) tx_pending: bool,
+    /// The scheduler is empty and stays so until the next enqueue (only
+    /// for [`Scheduler::quiet_when_empty`] disciplines): the transmitter
+    /// and the router's next-work scan skip it without a call.
+    pub(super) idle: bool,
     pub(super) decoder: StampDecoder,
     /// Neighbour table and next hops being resolved (ARP).
     pub(super) nbr: Neighbors,
@@ -99,6 +103,7 @@ impl Port {
             sched,
             busy_until: Instant::ZERO,
             tx_pending: false,
+            idle: false,
             decoder: StampDecoder::default(),
             nbr: Neighbors::default(),
             counters: PortCounters::default(),
@@ -126,7 +131,7 @@ impl Port {
         self.nbr.held()
     }
     pub(super) fn ready_at(&self, now: Instant) -> Option<Instant> {
-        if self.tx_pending {
+        if self.tx_pending || self.idle {
             return None;
         }
         self.sched.poll_at(now).map(|t| t.max(self.busy_until))
@@ -138,7 +143,12 @@ impl Port {
             arrival: now,
             ..Meta::default()
         };
-        let _: Result<(), Dropped> = self.sched.enqueue(Packet::new(data, meta), now);
+        let _: Result<(), Dropped> = self.enqueue(Packet::new(data, meta), now);
+    }
+    /// Offer a packet to the scheduler (refusals are counted there).
+    pub(super) fn enqueue(&mut self, pkt: Packet, now: Instant) -> Result<(), Dropped> {
+        self.idle = false;
+        self.sched.enqueue(pkt, now)
     }
 
     /// The transmitter: the scheduler's next frame if the link is free and
@@ -152,10 +162,21 @@ impl Port {
         catch_up: Duration,
         tdp: Option<&TdpNode>,
     ) -> Option<Sent> {
-        if self.tx_pending || self.busy_until > now || self.sched.poll_at(now).is_none_or(|t| t > now) {
+        if self.tx_pending || self.busy_until > now || self.idle {
             return None;
         }
+        match self.sched.poll_at(now) {
+            None => {
+                self.idle = self.sched.quiet_when_empty();
+                return None;
+            }
+            Some(t) if t > now => return None,
+            Some(_) => {}
+        }
         let mut pkt = self.sched.dequeue(now)?;
+        if self.sched.quiet_when_empty() && self.sched.poll_at(now).is_none() {
+            self.idle = true;
+        }
         if pkt.meta.padding {
             // Padding is addressed from the static plan; a next hop
             // learned by ARP since takes precedence.

@@ -139,7 +139,7 @@ impl Router {
         if let Some(tdp) = self.tdp.as_mut() {
             while let Some((port, pkt)) = tdp.shaper.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
-                    let _ = p.sched.enqueue(pkt, now);
+                    let _ = p.enqueue(pkt, now);
                 }
             }
         }

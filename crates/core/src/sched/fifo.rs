@@ -57,6 +57,9 @@ impl Scheduler for Fifo {
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         (!self.q.is_empty()).then_some(now)
     }
+    fn quiet_when_empty(&self) -> bool {
+        true
+    }
     fn len(&self) -> usize {
         self.q.len()
     }

@@ -162,6 +162,16 @@ pub trait Scheduler: Send {
     /// or earlier if one is ready, a later instant for a timed release
     /// (TF boundary, token refill), `None` if nothing is pending.
     fn poll_at(&self, now: Instant) -> Option<Instant>;
+    /// Whether, once [`poll_at`](Self::poll_at) has said `None`, it keeps
+    /// saying so until the next [`enqueue`](Self::enqueue): true of the
+    /// work-conserving queues, not of disciplines that make frames of
+    /// their own in time (the TDP wheel's padding) or gate by a clock.
+    /// Drivers may then skip polling an empty queue (the router does,
+    /// after every event in the simulator). False unless a discipline
+    /// promises it.
+    fn quiet_when_empty(&self) -> bool {
+        false
+    }
     /// Packets held.
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {

@@ -273,6 +273,9 @@ impl Scheduler for Red {
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         (!self.q.is_empty()).then_some(now)
     }
+    fn quiet_when_empty(&self) -> bool {
+        true
+    }
     fn len(&self) -> usize {
         self.q.len()
     }

@@ -128,6 +128,9 @@ impl Scheduler for Drr {
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         (self.q.len > 0).then_some(now)
     }
+    fn quiet_when_empty(&self) -> bool {
+        true
+    }
     fn len(&self) -> usize {
         self.q.len
     }

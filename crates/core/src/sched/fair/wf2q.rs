@@ -14,10 +14,13 @@
 //! passes Fᵢ), as in the dummynet/FreeBSD WF²Q+. Tags are integers in the
 //! same nano-bits-per-unit-weight as [`super::Wfq`]; cost is O(log n) per
 //! packet (heaps of eligible flows by F, ineligible ones by S, idle ones by
-//! F).
+//! F). With many flows the eligible and pending heaps are radix heaps
+//! ([`super::heap::TagQueue`], same exact order): pending start tags only
+//! grow (a flow is pending only with S > V), and the few eligible finish
+//! tags below the last one served wait in a side heap.
 
 use super::conf::{FairConf, QueueInfo};
-use super::heap::{KeyHeap, Tagged};
+use super::heap::{KeyHeap, TagQueue, Tagged};
 use super::queues::Queues;
 use super::{div_rem, VT_PER_BYTE};
 use crate::packet::Packet;
@@ -48,9 +51,9 @@ pub struct Wf2q {
     v: u128,
     wsum: u64,
     /// Active flows with S ≤ V, keyed by F.
-    eligible: KeyHeap,
+    eligible: TagQueue,
     /// Active flows with S > V, keyed by S.
-    pending: KeyHeap,
+    pending: TagQueue,
     /// Remembered flows keyed by F; `seq` holds the slot generation.
     idle: KeyHeap,
     seq: u64,
@@ -64,8 +67,8 @@ impl Wf2q {
             q: Queues::new(&conf),
             v: 0,
             wsum: 0,
-            eligible: KeyHeap::new(),
-            pending: KeyHeap::new(),
+            eligible: TagQueue::new(),
+            pending: TagQueue::new(),
             idle: KeyHeap::new(),
             seq: 0,
             stats: QueueStats::default(),
@@ -75,6 +78,13 @@ impl Wf2q {
     /// System virtual time, nano-bits per unit weight.
     pub fn virtual_time(&self) -> u128 {
         self.v
+    }
+    /// The same scheduler on heaps only (the reference for its radix
+    /// queues in tests).
+    #[cfg(test)]
+    pub(crate) fn heap_only(&mut self) {
+        self.eligible.heap_only();
+        self.pending.heap_only();
     }
     pub fn queue(&self, key: u32) -> Option<QueueInfo> {
         self.q.info(key)
@@ -210,6 +220,9 @@ impl Scheduler for Wf2q {
 
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         (self.q.len > 0).then_some(now)
+    }
+    fn quiet_when_empty(&self) -> bool {
+        true
     }
     fn len(&self) -> usize {
         self.q.len

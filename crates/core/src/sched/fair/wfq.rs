@@ -20,15 +20,17 @@
 //! (< 1 unit, i.e. < 10⁻⁹ bit per unit weight, and work left over by the
 //! floor is carried, not lost), far below any real tie.
 //!
-//! Cost: O(log n) per packet amortised with binary heaps — one heap of
-//! flows ordered by head-of-line finish tag for the packet system, one of
+//! Cost: O(log n) per packet amortised with heaps — one of flows ordered
+//! by head-of-line finish tag for the packet system, one of
 //! GPS-backlogged flows ordered by (a lower bound of) their last finish tag
-//! for the fluid system, re-keyed lazily when V reaches a stale key. The
-//! fluid side's keys never go below V, so with many flows it is a radix
-//! heap instead ([`GpsQueue`]): amortised O(1) moves per key, no sift.
+//! for the fluid system, re-keyed lazily when V reaches a stale key. With
+//! many flows both are radix heaps, whose moves are appends to vectors
+//! rather than a cache miss per heap level: the fluid side's keys never go
+//! below V ([`GpsQueue`]); the packet side's are mostly monotone and the
+//! exceptions wait in a side heap ([`TagQueue`]), so the order is exact.
 
 use super::conf::{FairConf, QueueInfo};
-use super::heap::{GpsQueue, KeyHeap, Tagged};
+use super::heap::{GpsQueue, KeyHeap, TagQueue, Tagged};
 use super::queues::Queues;
 use super::{div_rem, VT_PER_BYTE};
 use crate::packet::Packet;
@@ -61,7 +63,7 @@ pub struct Wfq {
     /// (ties broken by slot while few; in no particular order when many).
     gps: GpsQueue,
     /// One entry per flow with queued packets, keyed by head finish tag.
-    ready: KeyHeap,
+    ready: TagQueue,
     seq: u64,
     stats: QueueStats,
 }
@@ -82,7 +84,7 @@ impl Wfq {
             work_carry: 0,
             gps_weight: 0,
             gps: GpsQueue::new(),
-            ready: KeyHeap::with_prefetch(),
+            ready: TagQueue::with_prefetch(),
             seq: 0,
             stats: QueueStats::default(),
         })
@@ -92,6 +94,12 @@ impl Wfq {
     /// ([`VT_PER_BYTE`] per byte).
     pub fn virtual_time(&self) -> u128 {
         self.v
+    }
+    /// The same scheduler on heaps only (the reference for its radix
+    /// queues in tests).
+    #[cfg(test)]
+    pub(crate) fn heap_only(&mut self) {
+        self.ready.heap_only();
     }
     /// Counters of the queue for `key` (class or flow id), if it exists.
     pub fn queue(&self, key: u32) -> Option<QueueInfo> {
@@ -211,6 +219,9 @@ impl Scheduler for Wfq {
 
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         (self.q.len > 0).then_some(now)
+    }
+    fn quiet_when_empty(&self) -> bool {
+        true
     }
     fn len(&self) -> usize {
         self.q.len
