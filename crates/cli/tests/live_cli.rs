@@ -6,42 +6,8 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+use qosnet_live::testkit::{repo, root, Guard, Kill};
 use qosnet_live::{lab, labrun, netns};
-
-fn root() -> bool {
-    if !netns::is_root() {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: needs root (network namespaces, AF_PACKET)"
-        );
-        return false;
-    }
-    true
-}
-
-fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Kills a child process however the test ends (a failed assertion must
-/// not leave a router spinning: it would starve every later live test).
-/// SIGKILL of `lab up` takes its node processes with it: they are spawned
-/// with PDEATHSIG.
-struct Kill(u32);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid; harmless if reaped.
-        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
-    }
-}
-
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = lab::cleanup(&self.0);
-    }
-}
 
 #[test]
 fn router_config_forwards_between_lab_hosts() {

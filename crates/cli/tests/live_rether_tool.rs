@@ -12,54 +12,12 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use qosnet_live::rethctl::{self, Client, Request};
-use qosnet_live::{lab, netns};
+use qosnet_live::testkit::{repo, root, Guard, Kill, Reap};
+use qosnet_live::netns;
 use serde_json::Value;
-
-fn root() -> bool {
-    if !netns::is_root() {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: needs root (network namespaces, AF_PACKET)"
-        );
-        return false;
-    }
-    true
-}
-
-fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn qosnet() -> Command {
     Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
-}
-
-/// Kills a child however the test ends (SIGKILL of `lab up` takes its
-/// station processes with it: PDEATHSIG).
-struct Kill(u32);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid; harmless if reaped.
-        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
-    }
-}
-
-/// Kills and reaps a child however the test ends.
-struct Reap(Child);
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Removes the lab's namespaces however the test ends.
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = lab::cleanup(&self.0);
-    }
 }
 
 fn text(o: &Output) -> String {

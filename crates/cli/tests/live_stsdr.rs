@@ -24,34 +24,11 @@ use std::sync::{Arc, Mutex};
 
 use qosnet_core::time::Duration;
 use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
-use qosnet_live::{lab, netns};
+use qosnet_live::testkit::{repo, root, Guard};
+use qosnet_live::netns;
 use qosnet_scenario::results::Results;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root() -> bool {
-    if !netns::is_root() {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: needs root (network namespaces, AF_PACKET)"
-        );
-        return false;
-    }
-    true
-}
-
-fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Removes every namespace of a prefix when dropped, even on panic.
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = lab::cleanup(&self.0);
-    }
-}
 
 /// 100 packets/s per flow (36 flows: 3.6 kpps against the forwarders'
 /// 3 × 3.7 kpps of emulated CPU), 3 s, measured from 0.5 s.

@@ -18,29 +18,11 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
+use qosnet_live::testkit::{have, repo};
 use qosnet_live::{lab, netns};
 
 fn root() -> bool {
-    if !netns::is_root() {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: needs root (network namespaces, VXLAN, AF_PACKET)"
-        );
-        return false;
-    }
-    true
-}
-
-fn have(bin: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    qosnet_live::testkit::root_for("network namespaces, VXLAN, AF_PACKET")
 }
 
 fn qosnet() -> Command {

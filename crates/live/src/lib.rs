@@ -28,6 +28,7 @@ pub mod rethctl;
 pub mod rt;
 pub mod tap;
 pub mod tester;
+pub mod testkit;
 pub mod traffic;
 pub mod xdp;
 

@@ -20,7 +20,8 @@ use qosnet_core::wire;
 use qosnet_live::afpacket::{AfPacket, AfPacketConfig};
 use qosnet_live::device::{wait_readable, Device};
 use qosnet_live::labrun::{self, LiveLab, LiveOptions};
-use qosnet_live::{clock, lab, netns};
+use qosnet_live::testkit::{have, leftovers, Guard};
+use qosnet_live::{clock, netns};
 use qosnet_scenario::load_str;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -28,23 +29,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn prefix() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     format!("qnl{}x{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Removes every namespace of a prefix when dropped, even on panic.
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = lab::cleanup(&self.0);
-    }
-}
-
-fn leftovers(prefix: &str) -> Vec<String> {
-    let p = format!("{prefix}-");
-    netns::list()
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with(&p))
-        .collect()
 }
 
 macro_rules! require_root {
@@ -60,13 +44,6 @@ macro_rules! require_root {
             return;
         }
     };
-}
-
-fn have(bin: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 macro_rules! require_bin {
