@@ -11,9 +11,9 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use qosnet_live::netns;
 use qosnet_live::rethctl::{self, Client, Request};
 use qosnet_live::testkit::{repo, root, Guard, Kill, Reap};
-use qosnet_live::netns;
 use serde_json::Value;
 
 fn qosnet() -> Command {

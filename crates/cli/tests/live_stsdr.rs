@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex};
 
 use qosnet_core::time::Duration;
 use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
-use qosnet_live::testkit::{repo, root, Guard};
 use qosnet_live::netns;
+use qosnet_live::testkit::{repo, root, Guard};
 use qosnet_scenario::results::Results;
 
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -327,3 +327,25 @@ proptest! {
         prop_assert!(reserved + t_nrt <= Duration(33_333_333), "{reserved} + {t_nrt}");
     }
 }
+
+/// A session reserving several units per TRT (120 units/s at TRT 33.3 ms:
+/// four 7000-byte units) sends all of them at each visit, so nothing piles
+/// up in its buffers and every unit arrives within about one TRT.
+#[test]
+fn a_session_of_several_units_per_trt_sends_them_all_each_visit() {
+    let text = scenario(3, &[(1, 2, 7000, 10.0)], "50kb/s", "", 2.0)
+        .replace("rate = \"30pps\"", "rate = \"120pps\"");
+    let r = run(&text);
+    let f = r.flows.iter().find(|f| f.name == "rt0").unwrap();
+    assert!(f.sent > 150, "{}", f.sent);
+    assert_eq!(f.received, f.sent, "units left behind");
+    assert!(
+        f.delay_ns.max as f64 <= TRT + 10e6,
+        "max delay {} ns",
+        f.delay_ns.max
+    );
+    let s = senders(&r)[0];
+    assert_eq!(s["units_sent"], s["units_generated"], "{s}");
+    assert_eq!(s["units_buffers_full"], 0, "{s}");
+    assert!((interval(s, "max_ns") - TRT).abs() < 1e3, "{s}");
+}

@@ -158,6 +158,26 @@ impl TxSession {
         self.bufs.len()
     }
 
+    /// The units for this RT visit: every queued unit, oldest first,
+    /// that fits with the others in the reservation's bytes per TRT (a
+    /// session reserving k units per TRT sends k per visit; a single
+    /// unit always fits, `send` refuses larger ones).
+    pub fn take_units(&mut self) -> Vec<OutUnit> {
+        let mut out: Vec<OutUnit> = Vec::new();
+        let mut used = 0usize;
+        while let Some(len) = self.bufs.front().map(Vec::len) {
+            if !out.is_empty() && used + len > self.bytes_per_trt as usize {
+                break;
+            }
+            used += len;
+            match self.take_unit() {
+                Some(u) => out.push(u),
+                None => break,
+            }
+        }
+        out
+    }
+
     /// The unit for this RT visit, if the application left one.
     pub fn take_unit(&mut self) -> Option<OutUnit> {
         let data = self.bufs.pop_front()?;

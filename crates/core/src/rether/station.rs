@@ -518,8 +518,13 @@ enum Step {
     /// Begin a visit for the cursor's purpose at `at` (a cycle gate, the
     /// end of an own RT slot before an own next visit, or now).
     Visit { at: Instant },
-    /// Sending an RT unit; the next visit is due at `next_at`.
-    Rt { unit: Option<OutUnit>, next_at: Instant },
+    /// Sending the visit's RT units, first one first (as many as the
+    /// reservation's bytes per TRT hold); the next visit is due at
+    /// `next_at`.
+    Rt {
+        units: VecDeque<OutUnit>,
+        next_at: Instant,
+    },
     /// Sending `left` more NRT frames.
     Nrt { left: usize },
     /// Hold the token until `at`, then pass it.
@@ -1495,12 +1500,15 @@ impl RetherStation {
                     let start = *at;
                     self.visit(now, start);
                 }
-                Step::Rt { unit, next_at } => {
+                Step::Rt { units, next_at } => {
                     if h.frame_out {
                         return;
                     }
                     let next_at = *next_at;
-                    if let Some(u) = unit.as_mut() {
+                    while units.front().is_some_and(|u| u.fragment().is_none()) {
+                        units.pop_front();
+                    }
+                    if let Some(u) = units.front_mut() {
                         if let Some(frag) = u.fragment() {
                             let bytes = frag.payload.len() as u32;
                             let session = u.session;
@@ -1562,7 +1570,7 @@ impl RetherStation {
 
     fn current_rt_session(&self) -> Option<SessionId> {
         match &self.holding.as_ref()?.step {
-            Step::Rt { unit: Some(u), .. } => Some(u.session),
+            Step::Rt { units, .. } => units.front().map(|u| u.session),
             _ => None,
         }
     }
@@ -1647,16 +1655,20 @@ impl RetherStation {
                 t.residual -= e.tht;
                 let c = t.cycle;
                 cycle::after_rt(t, i);
-                let unit = self.tx.get_mut(&e.session.num).and_then(|s| {
-                    s.stats.rt_visits += 1;
-                    let u = s.take_unit();
-                    if u.is_none() {
-                        s.stats.idle_visits += 1;
-                    }
-                    u
-                });
-                let bytes = unit.as_ref().map_or(0, |u| u.data.len() as u32);
-                if unit.is_some() {
+                let units: VecDeque<OutUnit> = self
+                    .tx
+                    .get_mut(&e.session.num)
+                    .map(|s| {
+                        s.stats.rt_visits += 1;
+                        let u = s.take_units();
+                        if u.is_empty() {
+                            s.stats.idle_visits += 1;
+                        }
+                        u.into()
+                    })
+                    .unwrap_or_default();
+                let bytes = units.iter().map(|u| u.data.len() as u32).sum();
+                if !units.is_empty() {
                     self.session_event(SessionEvent::BufferFree { session: e.session });
                 } else {
                     self.inc(Ctr::RtVisitsIdle);
@@ -1671,7 +1683,7 @@ impl RetherStation {
                 );
                 // Rule 2: the next visit begins THT_RT after this one did.
                 h.step = Step::Rt {
-                    unit,
+                    units,
                     next_at: start + e.tht,
                 };
             }
@@ -2524,7 +2536,7 @@ impl Node for RetherStation {
         // last fragment is on the wire: a run does not end (nor a ledger
         // balance) with units still waiting for their session's turn.
         let rt_sending = match self.holding.as_ref().map(|h| &h.step) {
-            Some(Step::Rt { unit: Some(u), .. }) if u.fragment().is_some() => 1,
+            Some(Step::Rt { units, .. }) => units.iter().filter(|u| u.fragment().is_some()).count(),
             _ => 0,
         };
         let rt_queued: usize = self.tx.values().map(|t| t.queued_units()).sum();
