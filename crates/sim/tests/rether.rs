@@ -348,4 +348,8 @@ fn a_session_of_several_units_per_trt_sends_them_all_each_visit() {
     assert_eq!(s["units_sent"], s["units_generated"], "{s}");
     assert_eq!(s["units_buffers_full"], 0, "{s}");
     assert!((interval(s, "max_ns") - TRT).abs() < 1e3, "{s}");
+    // Bursts of four per visit are not late: the receiver counts lateness
+    // beyond the burst's spread (TRT − period).
+    let rx = receiver(&r, "rt0");
+    assert_eq!(rx["late_units"], 0, "{rx}");
 }

@@ -24,7 +24,10 @@
 //!   the threshold (2 ms) after its expected arrival. Units of a periodic
 //!   stream are expected one period apart, so unit k is expected at
 //!   `phase + k·period`, `phase` being the stream's best (earliest)
-//!   arrival phase in the measurement window.
+//!   arrival phase in the measurement window. A session of k units per
+//!   TRT receives them in one burst per RT visit, up to TRT − period after
+//!   their own expected times by design: under RETHER the threshold
+//!   counts from there.
 //! - **What it reports** ([`Node::details`]): per session, units sent,
 //!   received, late, refused, and the interval between its RT visits
 //!   (which RETHER promises to be one TRT); per station, the interval
@@ -948,7 +951,15 @@ impl RetherHost {
         let Some(best) = r.arrivals.iter().map(phase).reduce(f64::min) else {
             return (0, 0, 0.0);
         };
-        let th = self.cfg.late_threshold.as_nanos() as f64;
+        // A session of several units per TRT gets them in one burst per
+        // RT visit: up to TRT − period after their own expected times by
+        // design, so lateness counts from beyond that.
+        let burst = if self.cfg.rether {
+            (self.st.config().trt.as_nanos() as f64 - f.period_ns).max(0.0)
+        } else {
+            0.0
+        };
+        let th = self.cfg.late_threshold.as_nanos() as f64 + burst;
         let mut late = 0;
         let mut worst: f64 = 0.0;
         for a in &r.arrivals {
