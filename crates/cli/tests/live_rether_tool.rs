@@ -474,10 +474,12 @@ fn rether_crash_of_the_token_holder_live() {
     let s1 = status(&prefix, "s1");
     let ctl = rethctl::find_socket(&prefix, "s3").unwrap();
     let armed = Instant::now();
-    Client::connect(&ctl)
-        .unwrap()
-        .call(&Request::CrashHoldingToken)
-        .unwrap();
+    // The answer races the crash it arms: the station may abort (at its
+    // next token) before its connection thread has written the whole
+    // reply, a truncated answer then. Either way it must stop answering.
+    if let Err(e) = Client::connect(&ctl).unwrap().call(&Request::CrashHoldingToken) {
+        eprintln!("NOTE: arming answer lost to the crash itself: {e}");
+    }
     // Its socket stops answering once it aborted.
     while Client::connect(&ctl).is_ok_and(|mut c| c.call(&Request::Status).is_ok()) {
         assert!(
