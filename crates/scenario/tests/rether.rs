@@ -59,7 +59,7 @@ fn defaults_are_the_papers_1995_pcs() {
 #[test]
 fn every_parameter_is_read() {
     let text = format!(
-        "{BASE}\n[rether]\nenabled = false\ntrt = \"20ms\"\nt_nrt = \"5ms\"\na = \"10us\"\nb = \"50us\"\nt_token = \"60us\"\nnrt_policy = 3\nlate_threshold = \"1ms\"\nbuffers = 8\nack_stagger = \"100us\"\nboot = \"join\"\n"
+        "{BASE}\n[rether]\nenabled = false\ntrt = \"20ms\"\nt_nrt = \"5ms\"\na = \"10us\"\nb = \"50us\"\nt_token = \"80us\"\nnrt_policy = 3\nlate_threshold = \"1ms\"\nbuffers = 8\nack_stagger = \"100us\"\nboot = \"join\"\n"
     );
     let sc = load_str("r.toml", &text, &[]).unwrap_or_else(|e| panic!("{e}"));
     let p = sc.rether.expect("[rether]");
@@ -131,4 +131,14 @@ fn faults_are_read_and_checked() {
     assert!(e.line > 0 && e.msg.contains("not a RETHER station"), "{e}");
     let e = err(&ok.replace("count = 2", "count = 2\nrestart = \"5ms\""));
     assert!(e.msg.contains("does not apply"), "{e}");
+}
+
+/// What a station would refuse to start with is refused at load, with the
+/// line (`check` and `sim` agree): found by the scenario fuzzer.
+#[test]
+fn station_timing_the_simulator_refuses_is_refused_at_load() {
+    let e = err(&format!("{BASE}\n[rether]\nt_token = \"47us\"\n"));
+    assert!(e.line > 0 && e.msg.contains("token frame's wire time"), "{e}");
+    let e = err(&format!("{BASE}\n[rether]\nt_nrt = \"100us\"\n"));
+    assert!(e.line > 0 && e.msg.contains("one maximum-size NRT visit"), "{e}");
 }

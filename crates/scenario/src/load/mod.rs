@@ -700,7 +700,7 @@ fn build(
     let taprio = extras::taprio(cx, f, &nodes)?;
     let htb = extras::htb(cx, f, &nodes, &links)?;
     let rether = rether::params(cx, f, &names, &nodes)?;
-    rether::stations(cx, f, &nodes, &links)?;
+    rether::stations(cx, f, &nodes, &links, rether.as_ref())?;
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d, &names.0, &nodes, &links)?,

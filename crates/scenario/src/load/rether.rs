@@ -244,7 +244,13 @@ fn faults(
 
 /// Every RETHER station sits on exactly one segment, every RETHER bridge
 /// on two or more (§2.5), ids are unique, and the bridges form no loop.
-pub(super) fn stations(cx: &Ctx, f: &raw::File, nodes: &[Node], links: &[Link]) -> Result<(), ScenarioError> {
+pub(super) fn stations(
+    cx: &Ctx,
+    f: &raw::File,
+    nodes: &[Node],
+    links: &[Link],
+    params: Option<&RetherParams>,
+) -> Result<(), ScenarioError> {
     let node_span = |i: usize| -> Range<usize> {
         f.nodes
             .iter()
@@ -288,6 +294,9 @@ pub(super) fn stations(cx: &Ctx, f: &raw::File, nodes: &[Node], links: &[Link]) 
             ));
         }
     }
+    if let Some(p) = params {
+        segment_timing(cx, f, nodes, &topo, p)?;
+    }
     if let Some((br, s)) = topo.find_loop(nodes) {
         return Err(cx.err(
             node_span(br),
@@ -297,6 +306,57 @@ pub(super) fn stations(cx: &Ctx, f: &raw::File, nodes: &[Node], links: &[Link]) 
             ),
             "bridges run no spanning tree: join segments in a tree (remove a bridge or a segment from its list)",
         ));
+    }
+    Ok(())
+}
+
+/// What a station refuses to start with, checked per RETHER segment at
+/// load (so `check` and `sim` agree, with the line): a token frame must
+/// fit in t_token, and an explicit t_nrt must hold one NRT visit.
+fn segment_timing(
+    cx: &Ctx,
+    f: &raw::File,
+    nodes: &[Node],
+    topo: &crate::rethertopo::RetherTopo,
+    p: &RetherParams,
+) -> Result<(), ScenarioError> {
+    use qosnet_core::rether::TimingModel;
+    let r = f.rether.as_ref().map(|r| r.get_ref());
+    for (s, n) in nodes.iter().enumerate() {
+        let NodeKind::Segment(seg) = &n.kind else { continue };
+        if topo.members(s).is_empty() {
+            continue;
+        }
+        let m = TimingModel {
+            rate_bps: seg.capacity_bps,
+            per_packet: p.a,
+            per_message: p.b,
+            t_token: p.t_token,
+            framing: seg.framing,
+        };
+        let token = m.wire_time(qosnet_core::rether::wire::TOKEN_FIXED + qosnet_core::wire::ETH_HDR);
+        if p.t_token < token {
+            return Err(cx.err(
+                r.map(|r| span(&r.t_token)).unwrap_or(0..0),
+                format!(
+                    "t_token {} is shorter than a token frame's wire time on segment `{}` ({token})",
+                    p.t_token, n.name
+                ),
+                "t_token covers passing the token: make it at least that, or the segment faster",
+            ));
+        }
+        if let (Some(t), Some(one)) = (p.t_nrt, m.nrt_visit_max(p.nrt_policy)) {
+            if t < one {
+                return Err(cx.err(
+                    r.map(|r| span(&r.t_nrt)).unwrap_or(0..0),
+                    format!(
+                        "t_nrt {t} is below one maximum-size NRT visit on segment `{}` ({one}): NRT traffic could starve",
+                        n.name
+                    ),
+                    "raise t_nrt, or leave it out for eq. 6's value",
+                ));
+            }
+        }
     }
     Ok(())
 }
