@@ -13,28 +13,12 @@ use qosnet_experiments::degeb::lab::{self, T1Options, T4Options};
 use qosnet_experiments::report::lateness_text;
 use qosnet_live::labrun::LiveOptions;
 use qosnet_live::labtools::have;
-use qosnet_live::{lab as netlab, netns};
+use qosnet_live::netns;
+use qosnet_live::testkit::{leftovers, Guard};
 
 fn prefix() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     format!("qnx{}x{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Removes every namespace of a prefix when dropped, even on panic.
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = netlab::cleanup(&self.0);
-    }
-}
-
-fn leftovers(prefix: &str) -> Vec<String> {
-    let p = format!("{prefix}-");
-    netns::list()
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with(&p))
-        .collect()
 }
 
 macro_rules! require_root {

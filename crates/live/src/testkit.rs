@@ -34,28 +34,27 @@ pub fn repo() -> PathBuf {
 }
 
 /// Whether a program is on the PATH (iperf3, irtt, ...).
-pub fn have(bin: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+pub use crate::labtools::have;
 
 /// The namespaces of `prefix` that still exist.
 pub fn leftovers(prefix: &str) -> Vec<String> {
     let p = format!("{prefix}-");
     netns::list()
-        .unwrap_or_default()
+        .expect("listing network namespaces")
         .into_iter()
         .filter(|n| n.starts_with(&p))
         .collect()
 }
 
-/// Removes every namespace of a prefix when dropped, even on panic.
+/// Removes every namespace of a prefix when dropped, even on panic, so a
+/// test that fails half-way (or detaches or forgets a lab on purpose)
+/// leaves nothing behind.
 pub struct Guard(pub String);
 impl Drop for Guard {
     fn drop(&mut self) {
-        let _ = lab::cleanup(&self.0);
+        if let Err(e) = lab::cleanup(&self.0) {
+            eprintln!("test cleanup of {}: {e}", self.0);
+        }
     }
 }
 

@@ -28,14 +28,5 @@ macro_rules! require_root {
 }
 pub(crate) use require_root;
 
-/// Removes every namespace of a prefix when dropped, so a test that fails
-/// half-way (or detaches or forgets a lab on purpose) leaves nothing behind.
-pub struct PrefixGuard(pub String);
-
-impl Drop for PrefixGuard {
-    fn drop(&mut self) {
-        if let Err(e) = crate::lab::cleanup(&self.0) {
-            eprintln!("test cleanup of {}: {e}", self.0);
-        }
-    }
-}
+/// The shared namespace guard ([`crate::testkit::Guard`]).
+pub use crate::testkit::Guard as PrefixGuard;
