@@ -664,6 +664,7 @@ pub fn build_router(
     if let (true, Some(ctr), Some(plan)) = (tdp_here, ctr, plan) {
         let t = sc.tdp.as_ref().ok_or("tdp section missing")?;
         let mut shaper = EdgeShaper::new(*ctr, t.shaper_queue);
+        shaper.set_max_hold(t.shaper_max_hold);
         let mut d_flow = HashMap::new();
         for (fi, f) in sc.flows.iter().enumerate() {
             let Some(slots) = &plan.slots[fi] else {

@@ -348,6 +348,8 @@ pub struct Tdp {
     pub max_lag: Option<S<i64>>,
     #[serde(default)]
     pub shaper_queue: Option<S<i64>>,
+    #[serde(default)]
+    pub shaper_max_hold: Option<S<String>>,
 }
 
 // `[[node]]`, `[[link]]` and `[[flow]]` repeat the keys of their

@@ -492,6 +492,32 @@ fn values_that_cannot_be_simulated_are_refused_with_the_limit() {
 }
 
 #[test]
+fn shaper_max_hold_is_none_or_a_bounded_duration() {
+    let tdp = |v: &str| {
+        BASE.replace(
+            "[defaults.link]",
+            &format!("[tdp]\ntf = \"250us\"\ntfs_per_tc = 4\nshaper_max_hold = {v}\n[defaults.link]"),
+        )
+    };
+    check(
+        &tdp("\"sometimes\""),
+        "shaper_max_hold",
+        "neither \"none\" nor a duration",
+    );
+    check(&tdp("\"7200s\""), "shaper_max_hold", "longer than");
+    let e = err(&tdp("\"-1ms\""));
+    assert_eq!(e.line, line_of(&tdp("\"-1ms\""), "shaper_max_hold"), "{e}");
+    for ok in ["\"none\"", "\"2ms\""] {
+        let sc = load_str("x.toml", &tdp(ok), &[]).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        let want = match ok {
+            "\"none\"" => qosnet_core::tdp::MaxHold::Unlimited,
+            _ => qosnet_core::tdp::MaxHold::Time(qosnet_core::Duration::from_millis(2)),
+        };
+        assert_eq!(sc.tdp.as_ref().unwrap().shaper_max_hold, want);
+    }
+}
+
+#[test]
 fn numbers_must_be_finite_and_positive() {
     for bad in ["nanMb/s", "infMb/s", "-5Mb/s", "0Mb/s", "1e400Mb/s", "Mb/s"] {
         let t = BASE.replace("\"1Mb/s\"", &format!("\"{bad}\""));

@@ -51,10 +51,13 @@ pub enum DropReason {
     ShaperFull,
     /// Input (CPU) queue of a router full.
     InputFull,
+    /// A TDP edge shaper would hold the packet longer than its
+    /// `shaper_max_hold` (the flow lost its slot to lateness).
+    ShaperHold,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::QueueFull,
         DropReason::TfOverflow,
         DropReason::TfLate,
@@ -66,6 +69,7 @@ impl DropReason {
         DropReason::Malformed,
         DropReason::ShaperFull,
         DropReason::InputFull,
+        DropReason::ShaperHold,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -80,6 +84,7 @@ impl DropReason {
             DropReason::Malformed => "malformed",
             DropReason::ShaperFull => "shaper_full",
             DropReason::InputFull => "input_full",
+            DropReason::ShaperHold => "shaper_hold",
         }
     }
     fn index(self) -> usize {

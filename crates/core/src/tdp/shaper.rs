@@ -8,6 +8,17 @@
 //! then hands it to the output port's wheel. This removes the jitter the
 //! packet picked up in the asynchronous network and polices the flow: a
 //! flow sending faster than its reservation only fills its bounded queue.
+//!
+//! A reservation sized exactly to its CBR flow (the ICC 2006 testbed fills
+//! every ring-link TF) has no slack: one packet that arrives after its
+//! slot's cut-off takes the flow's next slot, every later packet the slot
+//! after its own, and the flow keeps one period of extra delay for good.
+//! [`MaxHold`] bounds how long the shaper may hold a packet — the role of
+//! IEEE 802.1Qcr's MaxResidenceTime in asynchronous traffic shaping — so
+//! such a flow can lose one packet (counted, [`DropReason::ShaperHold`])
+//! and get its phase back. The bound cannot tell that case from a flow
+//! whose arrivals sit within their jitter of a slot's cut-off (each
+//! crossing then costs a packet), so it is off by default.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -16,7 +27,7 @@ use super::ctr::Ctr;
 use crate::flow::FlowKey;
 use crate::packet::Packet;
 use crate::sched::{DropReason, Dropped};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::Ipv4Info;
 
 /// What [`EdgeShaper::handle_packet`] did with a packet.
@@ -32,6 +43,17 @@ pub enum ShapeOutcome {
     NotShaped(Packet),
 }
 
+/// How long an [`EdgeShaper`] may hold a packet before its reserved TF.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MaxHold {
+    /// No bound (the paper's rule): a packet waits for its flow's next free
+    /// slot however far away.
+    #[default]
+    Unlimited,
+    /// At most this long from arrival to the start of the reserved TF.
+    Time(Duration),
+}
+
 /// Counters of an [`EdgeShaper`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ShaperStats {
@@ -43,6 +65,8 @@ pub struct ShaperStats {
     pub not_shaped: u64,
     /// Packets dropped because their flow's queue was full.
     pub dropped_full: u64,
+    /// Packets dropped because they would wait longer than [`MaxHold`].
+    pub dropped_hold: u64,
 }
 
 struct Flow {
@@ -71,6 +95,7 @@ impl Flow {
 pub struct EdgeShaper {
     ctr: Ctr,
     limit: usize,
+    max_hold: MaxHold,
     flows: Vec<Flow>,
     index: HashMap<FlowKey, usize>,
     /// One entry per held packet: (assigned TF, arrival sequence, flow).
@@ -88,12 +113,18 @@ impl EdgeShaper {
         EdgeShaper {
             ctr,
             limit: limit_pkts,
+            max_hold: MaxHold::Unlimited,
             flows: Vec::new(),
             index: HashMap::new(),
             pending: BinaryHeap::new(),
             seq: 0,
             stats: ShaperStats::default(),
         }
+    }
+
+    /// Bound how long a packet may be held ([`MaxHold`]).
+    pub fn set_max_hold(&mut self, m: MaxHold) {
+        self.max_hold = m;
     }
 
     /// Reserve flow `key` to leave through `out_port` in the TFs `slots`
@@ -155,7 +186,8 @@ impl EdgeShaper {
     /// Classify a packet arriving at `now` (its parsed header is `info`)
     /// and, if it belongs to a reserved flow, hold it for the first reserved
     /// TF at or after both `tf_at(now) + lead` and the flow's previous
-    /// assignment + 1. A full flow queue drops it ([`DropReason::ShaperFull`]).
+    /// assignment + 1. A full flow queue drops it ([`DropReason::ShaperFull`]),
+    /// and so does a hold beyond [`MaxHold`] ([`DropReason::ShaperHold`]).
     pub fn handle_packet(
         &mut self,
         now: Instant,
@@ -178,6 +210,17 @@ impl EdgeShaper {
         let earliest = ctr.tf_at(now).saturating_add(flow.lead as u64);
         let from = flow.last.map_or(earliest, |l| earliest.max(l.saturating_add(1)));
         let tf = flow.next_slot(&ctr, from);
+        let too_long = match self.max_hold {
+            MaxHold::Unlimited => false,
+            MaxHold::Time(d) => ctr.tf_start(tf) > now + d,
+        };
+        if too_long {
+            self.stats.dropped_hold += 1;
+            return Err(Dropped {
+                pkt,
+                reason: DropReason::ShaperHold,
+            });
+        }
         flow.last = Some(tf);
         flow.queue.push_back((tf, pkt));
         self.seq += 1;
@@ -340,6 +383,35 @@ mod tests {
             (3, 1, 1, 1)
         );
         assert_eq!(s.len(), 2);
+    }
+
+    /// A CBR flow sending exactly its reservation (slots 2 and 7 of 10, one
+    /// packet every 5 TFs); the packet sent at TF 5 arrives late, in TF 7.
+    /// Unbounded, every later packet takes the slot after its own for good;
+    /// with a bound of 5.5 TFs (on time, a packet waits 1.5) the one packet
+    /// whose slot was taken is dropped and the flow is back in phase.
+    #[test]
+    fn max_hold_gives_a_late_cbr_flow_its_phase_back() {
+        let arrivals = [0u64, 7, 10, 15, 20];
+        let run = |m: MaxHold| {
+            let mut s = EdgeShaper::new(ctr(), 64);
+            s.set_max_hold(m);
+            s.add_flow(key(1), 0, vec![2, 7], 1).unwrap();
+            let got: Vec<_> = arrivals
+                .iter()
+                .enumerate()
+                .map(|(u, &a)| shaped(&mut s, tf(a) + Duration(TF / 2), u as u64, 1))
+                .collect();
+            (got, s.stats().dropped_hold, s.len())
+        };
+        assert_eq!(
+            run(MaxHold::Unlimited),
+            (vec![Some(2), Some(12), Some(17), Some(22), Some(27)], 0, 5)
+        );
+        assert_eq!(
+            run(MaxHold::Time(Duration(TF * 11 / 2))),
+            (vec![Some(2), Some(12), None, Some(17), Some(22)], 1, 4)
+        );
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! `[scenario]` (name, run length, warm-up, drain, seed) and `[tdp]` (the
 //! CTR: time frame, TFs per time cycle, TCs per super cycle; ICC 2006 §II).
 
+use qosnet_core::tdp::MaxHold;
 use qosnet_core::Duration;
 
-use super::limits::{MAX_DRAIN, MAX_RUN, MAX_TF};
+use super::limits::{MAX_DRAIN, MAX_RUN, MAX_SHAPER_HOLD, MAX_TF};
 use super::{Ctx, ScenarioError};
 use crate::model::TdpParams;
 use crate::raw;
@@ -108,6 +109,25 @@ pub(super) fn tdp(cx: &Ctx, t: Option<&raw::S<raw::Tdp>>) -> Result<Option<TdpPa
                 shaper_queue: match &tr.shaper_queue {
                     Some(v) => cx.int(v, 1, 1 << 20, "shaper_queue")?,
                     None => 1000,
+                },
+                shaper_max_hold: match &tr.shaper_max_hold {
+                    None => MaxHold::Unlimited,
+                    Some(v) => {
+                        const HINT: &str =
+                            "give \"none\" (no bound, the default), \"auto\" (what an on-time CBR \
+                             packet of the flow needs) or a duration such as \"2ms\"";
+                        match v.get_ref().trim() {
+                            "none" => MaxHold::Unlimited,
+                            t if crate::units::parse_duration_ns(t).is_err() => {
+                                return Err(cx.err(
+                                    v.span(),
+                                    format!("shaper_max_hold = \"{t}\" is neither \"none\" nor a duration"),
+                                    HINT,
+                                ))
+                            }
+                            _ => MaxHold::Time(cx.dur_max(v, MAX_SHAPER_HOLD, "shaper_max_hold", HINT)?),
+                        }
+                    }
                 },
             })
         }

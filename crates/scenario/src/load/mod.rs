@@ -301,6 +301,9 @@ pub mod limits {
     pub const MAX_PROPAGATION: Duration = Duration(1_000_000);
     /// A TDP time frame, or one entry of a gate control list: 1 s.
     pub const MAX_TF: Duration = Duration(1_000_000_000);
+    /// How long a TDP edge shaper may hold a packet: one hour (a super
+    /// cycle of the paper's testbed is 3 s).
+    pub const MAX_SHAPER_HOLD: Duration = Duration(3_600_000_000_000);
     /// Link (and every other bit-rate) bounds: 1 kb/s to 1 Tb/s.
     pub const MIN_CAPACITY_BPS: u64 = 1_000;
     pub const MAX_CAPACITY_BPS: u64 = 1_000_000_000_000;
