@@ -632,62 +632,12 @@ impl Drop for AfPacket {
 mod tests {
     use super::*;
     use crate::device::wait_readable;
-    use crate::lab::{Lab, LabSpec, NodeKind};
-    use crate::testutil::{require_root, test_prefix};
+    use crate::testutil::{drain, require_root, seq_of, test_frame, test_prefix, two_hosts};
     use qosnet_core::time::Duration;
-
-    const TEST_ETHERTYPE: u16 = 0x88b5; // IEEE 802 local experimental
-
-    fn pair(prefix: &str) -> Lab {
-        Lab::up(
-            &LabSpec::new(prefix)
-                .node("a", NodeKind::Host)
-                .node("b", NodeKind::Host)
-                .link("a", "", "b", ""),
-        )
-        .unwrap()
-    }
-
-    fn test_frame(src: MacAddr, dst: MacAddr, seq: u32, len: usize) -> Vec<u8> {
-        let mut f = vec![0u8; len.max(ETH_HDR + 4)];
-        f[0..6].copy_from_slice(&dst.0);
-        f[6..12].copy_from_slice(&src.0);
-        f[12..14].copy_from_slice(&TEST_ETHERTYPE.to_be_bytes());
-        f[14..18].copy_from_slice(&seq.to_be_bytes());
-        for (i, b) in f[18..].iter_mut().enumerate() {
-            *b = (seq as usize + i) as u8;
-        }
-        f
-    }
-
-    fn seq_of(f: &[u8]) -> Option<u32> {
-        if f.len() >= 18 && f[12..14] == TEST_ETHERTYPE.to_be_bytes() {
-            Some(u32::from_be_bytes(f[14..18].try_into().ok()?))
-        } else {
-            None
-        }
-    }
-
-    /// Drain `rx` until `want` test frames arrived or a second passes.
-    fn drain(rx: &mut AfPacket, want: usize, got: &mut Vec<(u32, Vec<u8>)>) {
-        let t0 = std::time::Instant::now();
-        while got.len() < want && t0.elapsed() < std::time::Duration::from_secs(1) {
-            let n = rx
-                .recv_batch(256, |f, _| {
-                    if let Some(s) = seq_of(f) {
-                        got.push((s, f.to_vec()));
-                    }
-                })
-                .unwrap();
-            if n == 0 {
-                wait_readable(&[rx.fd()], Some(Duration::from_millis(10))).unwrap();
-            }
-        }
-    }
 
     fn one_way(mode: TxMode) {
         let prefix = test_prefix();
-        let lab = pair(&prefix);
+        let lab = two_hosts(&prefix, ("", ""));
         let pa = lab.port("a", "b").unwrap().clone();
         let pb = lab.port("b", "a").unwrap().clone();
         let cfg = AfPacketConfig {
@@ -760,7 +710,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
         require_root!();
         let prefix = test_prefix();
-        let lab = pair(&prefix);
+        let lab = two_hosts(&prefix, ("", ""));
         let pa = lab.port("a", "b").unwrap().clone();
         let pb = lab.port("b", "a").unwrap().clone();
         let cfg = AfPacketConfig::default();
@@ -817,13 +767,7 @@ mod tests {
         use qosnet_core::wire::{self, IPPROTO_UDP};
         require_root!();
         let prefix = test_prefix();
-        let lab = Lab::up(
-            &LabSpec::new(&prefix)
-                .node("a", NodeKind::Host)
-                .node("b", NodeKind::Host)
-                .link("a", "198.18.0.1/24", "b", "198.18.0.2/24"),
-        )
-        .unwrap();
+        let lab = two_hosts(&prefix, ("198.18.0.1/24", "198.18.0.2/24"));
         let pb = lab.port("b", "a").unwrap().clone();
         let mut rx = AfPacket::open_in(&pb.netns, &pb.ifname, &Default::default()).unwrap();
         let sock = netns::run_in(&lab.netns("a").unwrap(), || {
@@ -878,7 +822,7 @@ mod tests {
         ];
         for (mode, batch) in runs.into_iter().chain(runs) {
             let prefix = test_prefix();
-            let lab = pair(&prefix);
+            let lab = two_hosts(&prefix, ("", ""));
             let pa = lab.port("a", "b").unwrap().clone();
             let pb = lab.port("b", "a").unwrap().clone();
             let cfg = AfPacketConfig {

@@ -319,18 +319,11 @@ mod tests {
     /// why (the line a node prints for that port).
     #[test]
     fn af_xdp_falls_back_to_af_packet_with_the_reason() {
-        use crate::lab::{Lab, LabSpec, NodeKind};
-        use crate::testutil::{require_root, PrefixGuard};
+        use crate::testutil::{require_root, two_hosts, PrefixGuard};
         require_root!();
         let prefix = format!("qxd{}f", std::process::id());
         let _guard = PrefixGuard(prefix.clone());
-        let lab = Lab::up(
-            &LabSpec::new(&prefix)
-                .node("a", NodeKind::Host)
-                .node("b", NodeKind::Host)
-                .link("a", "", "b", ""),
-        )
-        .unwrap();
+        let lab = two_hosts(&prefix, ("", ""));
         let pa = lab.port("a", "b").unwrap().clone();
         let pk = AfPacketConfig::default();
         let xdp = XdpConfig {

@@ -1388,12 +1388,8 @@ mod tests {
     // ---- with root: two veth ends in private namespaces ----
 
     use crate::afpacket::{AfPacket, AfPacketConfig};
-    use crate::device::wait_readable;
-    use crate::lab::{Lab, LabSpec, NodeKind};
-    use crate::testutil::{require_root, PrefixGuard};
-    use qosnet_core::time::Duration;
 
-    const TEST_ETHERTYPE: u16 = 0x88b5; // IEEE 802 local experimental
+    use crate::testutil::{drain, require_root, test_frame, two_hosts, PrefixGuard};
 
     /// Return early, saying why, when this kernel has no AF_XDP sockets.
     macro_rules! require_af_xdp {
@@ -1422,43 +1418,6 @@ mod tests {
         format!("qxd{}n{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
     }
 
-    fn test_frame(src: MacAddr, dst: MacAddr, seq: u32, len: usize) -> Vec<u8> {
-        let mut f = vec![0u8; len.max(ETH_HDR + 4)];
-        f[0..6].copy_from_slice(&dst.0);
-        f[6..12].copy_from_slice(&src.0);
-        f[12..14].copy_from_slice(&TEST_ETHERTYPE.to_be_bytes());
-        f[14..18].copy_from_slice(&seq.to_be_bytes());
-        for (i, b) in f[18..].iter_mut().enumerate() {
-            *b = (seq as usize).wrapping_mul(31).wrapping_add(i) as u8;
-        }
-        f
-    }
-
-    fn seq_of(f: &[u8]) -> Option<u32> {
-        if f.len() >= 18 && f[12..14] == TEST_ETHERTYPE.to_be_bytes() {
-            Some(u32::from_be_bytes(f[14..18].try_into().ok()?))
-        } else {
-            None
-        }
-    }
-
-    /// Receive test frames on `rx` until `want` arrived or 2 s pass.
-    fn drain(rx: &mut impl Device, want: usize, got: &mut Vec<(u32, Vec<u8>)>) {
-        let t0 = std::time::Instant::now();
-        while got.len() < want && t0.elapsed() < std::time::Duration::from_secs(2) {
-            let n = rx
-                .recv_batch(256, |f, _| {
-                    if let Some(s) = seq_of(f) {
-                        got.push((s, f.to_vec()));
-                    }
-                })
-                .unwrap();
-            if n == 0 {
-                wait_readable(&[rx.fd()], Some(Duration::from_millis(10))).unwrap();
-            }
-        }
-    }
-
     fn len_of(seq: usize) -> usize {
         60 + (seq * 7) % 1455 // 60..=1514
     }
@@ -1473,13 +1432,7 @@ mod tests {
         require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
-        let lab = Lab::up(
-            &LabSpec::new(&prefix)
-                .node("a", NodeKind::Host)
-                .node("b", NodeKind::Host)
-                .link("a", "", "b", ""),
-        )
-        .unwrap();
+        let lab = two_hosts(&prefix, ("", ""));
         let pa = lab.port("a", "b").unwrap().clone();
         let pb = lab.port("b", "a").unwrap().clone();
         let cfg = XdpConfig {
@@ -1568,13 +1521,7 @@ mod tests {
         require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
-        let lab = Lab::up(
-            &LabSpec::new(&prefix)
-                .node("a", NodeKind::Host)
-                .node("b", NodeKind::Host)
-                .link("a", "", "b", ""),
-        )
-        .unwrap();
+        let lab = two_hosts(&prefix, ("", ""));
         let pa = lab.port("a", "b").unwrap().clone();
         let cfg = XdpConfig {
             ring: 64,
@@ -1635,13 +1582,7 @@ mod tests {
         require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
-        let lab = Lab::up(
-            &LabSpec::new(&prefix)
-                .node("a", NodeKind::Host)
-                .node("b", NodeKind::Host)
-                .link("a", "", "b", ""),
-        )
-        .unwrap();
+        let lab = two_hosts(&prefix, ("", ""));
         let pb = lab.port("b", "a").unwrap().clone();
         let fs = BpfFs::mount();
         {
@@ -1720,13 +1661,7 @@ mod tests {
         require_af_xdp!();
         let prefix = prefix();
         let _guard = PrefixGuard(prefix.clone());
-        let lab = Lab::up(
-            &LabSpec::new(&prefix)
-                .node("a", NodeKind::Host)
-                .node("b", NodeKind::Host)
-                .link("a", "198.18.0.1/24", "b", "198.18.0.2/24"),
-        )
-        .unwrap();
+        let lab = two_hosts(&prefix, ("198.18.0.1/24", "198.18.0.2/24"));
         let pb = lab.port("b", "a").unwrap().clone();
         let mut rx = AfXdp::open_in(
             &pb.netns,
