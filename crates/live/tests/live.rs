@@ -619,11 +619,23 @@ fn a_failing_test_leaves_nothing_behind() {
 }
 
 fn testbed(name: &str, duration: &str) -> qosnet_scenario::Scenario {
+    testbed_with(name, duration, &[])
+}
+
+fn testbed_with(name: &str, duration: &str, more: &[&str]) -> qosnet_scenario::Scenario {
     let path = format!(
         "{}/../../scenarios/tdp-icc2006/{name}.toml",
         env!("CARGO_MANIFEST_DIR")
     );
-    let mut sets = vec![format!("scenario.duration={duration}")];
+    // A stall of this shared VM leaves FIFO's 99.8 %-loaded ring links a
+    // backlog they drain only once the senders stop (a run here: 517 ms of
+    // delay at the end of 4 s); 2 s of drain delivers it, so "lost" means
+    // lost, not still queued.
+    let mut sets = vec![
+        format!("scenario.duration={duration}"),
+        "scenario.drain=2s".to_string(),
+    ];
+    sets.extend(more.iter().map(|s| s.to_string()));
     if let Ok(extra) = std::env::var("QOSNET_TESTBED_SET") {
         sets.extend(extra.split_whitespace().map(String::from));
     }
@@ -655,7 +667,13 @@ fn tdp_testbed_live_fifo_and_tdp() {
         let mut o = opts(&p);
         o.timer_noise = true;
         o.emulate_cpu = true;
-        let run = labrun::run(&testbed(name, "4s"), &o, Arc::new(AtomicBool::new(false))).unwrap();
+        // The hosts' kernel generators are often late by more than the
+        // edge shaper's slack here; with the scenario's bound on the hold
+        // each such packet costs the next one (a loaded run delivered 23 %).
+        // This test is about the routers: without the bound a late packet
+        // costs its flow a slot instead, and nothing is dropped at the edge.
+        let sc = testbed_with(name, "4s", &["tdp.shaper_max_hold=none"]);
+        let run = labrun::run(&sc, &o, Arc::new(AtomicBool::new(false))).unwrap();
         assert!(leftovers(&p).is_empty());
         res.push(run.results);
     }
@@ -967,6 +985,7 @@ fn tdp_testbed_live_tester() {
         res.push(run.results);
     }
     let (fifo, tdp) = (&res[0], &res[1]);
+    let sc = testbed("tdp-1002", "3s");
     let spread = |r: &qosnet_scenario::results::Results, f: &str, k: &str| {
         r.extra["delay_spread"][f][k].as_f64().unwrap_or(f64::NAN)
     };
@@ -990,7 +1009,15 @@ fn tdp_testbed_live_tester() {
             );
         }
         for n in r.nodes.iter().filter(|n| n.name.starts_with('t')) {
-            assert_eq!(n.counters["sent"], 2400, "{}: {n:?}", r.scenario);
+            // 800 pps from the flow's start phase to the end of the 3 s.
+            let start = sc
+                .flows
+                .iter()
+                .find(|f| sc.nodes[f.from].name == n.name)
+                .unwrap()
+                .start;
+            let want = (3_000_000_000 - start.as_nanos()).div_ceil(1_250_000);
+            assert_eq!(n.counters["sent"], want, "{}: {n:?}", r.scenario);
             assert_eq!(n.counters["send_errors"], 0);
         }
         for (h, d) in r.extra["tester"]["ports"].as_object().unwrap() {
