@@ -218,6 +218,8 @@ pub struct RunOptions {
     /// ([`TrafficSource::auto`](qosnet_live::labrun::TrafficSource::auto):
     /// the tester for TDP testbeds).
     pub traffic: Option<qosnet_live::labrun::TrafficSource>,
+    /// Live runs' port devices (AF_PACKET unless `--device` says AF_XDP).
+    pub devices: qosnet_live::netdev::PortDevices,
 }
 
 impl Default for RunOptions {
@@ -227,6 +229,7 @@ impl Default for RunOptions {
             out: None,
             prefix: qosnet_live::lab::DEFAULT_PREFIX.into(),
             traffic: None,
+            devices: Default::default(),
         }
     }
 }

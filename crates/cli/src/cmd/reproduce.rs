@@ -37,6 +37,12 @@ pub struct ReproduceArgs {
     /// (the tester for TDP testbeds).
     #[arg(long, default_value = "auto")]
     pub traffic: String,
+    /// Live runs' port devices, as `qosnet lab run --device`: `af_packet`
+    /// (default) or `af_xdp` for every router port, or per node
+    /// (`R1=af_xdp`) or port (`R1:R2=af_xdp`); repeatable, later ones win.
+    /// Used by the TDP and DiffServ experiments.
+    #[arg(long, value_name = "[NODE[:PEER]=]KIND")]
+    pub device: Vec<String>,
 }
 
 pub fn run(a: ReproduceArgs) -> Result<()> {
@@ -49,11 +55,16 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
         }
     };
     let e = qosnet_experiments::find(&name)?;
+    let mut devices = qosnet_live::netdev::PortDevices::default();
+    for d in &a.device {
+        devices.add_arg(d).map_err(|e| anyhow::anyhow!(e))?;
+    }
     let o = RunOptions {
         overrides: a.run.overrides(),
         out: a.out,
         prefix: a.prefix,
         traffic: crate::args::parse_traffic(&a.traffic)?,
+        devices,
     };
     e.run(a.live, &o)
 }

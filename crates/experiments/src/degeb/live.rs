@@ -60,6 +60,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let lo = LiveOptions {
         prefix: o.prefix.clone(),
         timer_noise: false,
+        devices: o.devices.clone(),
         ..LiveOptions::default()
     };
 

@@ -31,6 +31,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             prefix: o.prefix.clone(),
             emulate_cpu: true,
             traffic: o.traffic.unwrap_or_else(|| TrafficSource::auto(&sc)),
+            devices: o.devices.clone(),
             ..LiveOptions::default()
         };
         let live = labrun::run(&sc, &lo, stop.clone()).map_err(|e| anyhow!("{}: {e}", sc.name))?;
