@@ -92,18 +92,26 @@ fn wr16(b: &mut [u8], at: usize, v: u16) {
 }
 
 /// RFC 1071 one's-complement sum over `data`, folded, not inverted.
-pub fn ones_sum(mut acc: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u16::from_be_bytes([c[0], c[1]]) as u32;
+pub fn ones_sum(acc: u32, data: &[u8]) -> u32 {
+    // 32-bit words into a 64-bit sum, folded at the end: the same sum as
+    // 16-bit words (2^16 = 1 modulo 2^16 - 1, RFC 1071 §2(B)) in half the
+    // additions, without overflow for any length.
+    let mut sum = acc as u64;
+    let mut words = data.chunks_exact(4);
+    for c in &mut words {
+        sum += u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as u64;
     }
-    if let [last] = chunks.remainder() {
-        acc += (*last as u32) << 8;
+    let mut pairs = words.remainder().chunks_exact(2);
+    for c in &mut pairs {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u64;
     }
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
+    if let [last] = pairs.remainder() {
+        sum += (*last as u64) << 8;
     }
-    acc
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u32
 }
 
 /// The Internet checksum of `data` (RFC 1071).

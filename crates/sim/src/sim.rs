@@ -596,6 +596,20 @@ impl Sim {
         // The NIC's receive time: nodes decode time-dependent fields (TDP
         // stamps) against it, however long the frame then waits for the CPU.
         pkt.meta.arrival = local;
+        if alone && slot.cpu.as_ref().is_some_and(|c| c.poll_timeout().is_none()) && self.next_is_now() {
+            let slot = &mut self.slots[i];
+            if slot.cpu.as_mut().is_some_and(|c| c.serve_now()) {
+                // An idle zero-time CPU stage: its CpuDone would be the
+                // next event, and would hand this frame to the node (see
+                // below); done here without queueing the frame (counted as
+                // the event it stands for).
+                self.events += 1;
+                slot.node.handle_frame(local, port, pkt.data, pkt.meta);
+                self.service(i);
+                return;
+            }
+        }
+        let slot = &mut self.slots[i];
         match slot.cpu.as_mut() {
             Some(cpu) => {
                 let idle = cpu.poll_timeout().is_none();

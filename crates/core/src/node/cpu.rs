@@ -148,6 +148,19 @@ impl Cpu {
         }
         true
     }
+    /// Serve at once a frame arriving at an idle CPU whose processing time
+    /// is zero: the same as [`handle_frame`](Self::handle_frame) at `now`
+    /// then [`poll_done`](Self::poll_done) at `now` (counted served, no
+    /// draw), without queueing the frame, which the caller then hands to
+    /// its node. Returns `false`, and does nothing, otherwise.
+    pub fn serve_now(&mut self) -> bool {
+        if self.done_at.is_none() && self.limit > 0 && self.dist == ProcDist::Fixed(Duration::ZERO) {
+            self.served += 1;
+            true
+        } else {
+            false
+        }
+    }
     /// When the frame in service is done.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.done_at
@@ -229,6 +242,28 @@ mod tests {
         let (p, f, _) = c.poll_done(Instant(125), &mut d).unwrap();
         assert_eq!((p, f), (1, vec![2]));
         assert_eq!((c.poll_timeout(), c.served, c.len()), (None, 2, 0));
+    }
+
+    #[test]
+    fn serve_now_only_when_idle_and_instant() {
+        let mut d = Seq(0);
+        let mut c = Cpu::new(ProcDist::Fixed(Duration::ZERO), 2);
+        assert!(c.serve_now());
+        assert_eq!((c.served, c.len(), c.poll_timeout()), (1, 0, None));
+        // Busy (a frame in service, even a zero-time one): not at once.
+        assert!(c.handle_frame(Instant(5), 0, vec![1], Meta::default(), &mut d));
+        assert!(!c.serve_now());
+        assert!(c.poll_done(Instant(5), &mut d).is_some());
+        assert!(c.serve_now());
+        assert_eq!(c.served, 3);
+        let mut slow = Cpu::new(ProcDist::Fixed(Duration(1)), 2);
+        assert!(!slow.serve_now());
+        let mut closed = Cpu::new(ProcDist::Fixed(Duration::ZERO), 0);
+        assert!(
+            !closed.serve_now(),
+            "a zero-length input queue refuses every frame"
+        );
+        assert_eq!(slow.served + closed.served, 0);
     }
 
     #[test]

@@ -114,6 +114,20 @@ pub enum Verdict {
 pub struct Router {
     pub name: String,
     ports: Vec<Port>,
+    /// Per port, a lower bound on when its transmitter may next send:
+    /// `Instant::MAX` only while it is waiting for its NIC or its queue is
+    /// quiet (`Port::tx_at`), its `busy_until` or earlier otherwise. The
+    /// transmitter scan and the next-work scan run after every event in the
+    /// simulator; this dense copy lets them pass a busy or quiet port
+    /// without touching it. Whatever may wake a port (an enqueue, a NIC's
+    /// completion) sets its entry from the port again, and outside access
+    /// (`port_mut`) to zero, which makes the next scan ask the port.
+    tx_at: Vec<Instant>,
+    /// Some port may be resolving a next hop (ARP): set whenever one
+    /// starts, cleared by a scan that finds none, so the timers and the
+    /// next-work scan after every event skip the ports' ARP state while
+    /// nothing is being resolved (always, on static links).
+    arp_maybe: bool,
     pub routes: RouteTable,
     tdp: Option<TdpNode>,
     classifier: Option<Box<dyn Classifier>>,
@@ -135,6 +149,8 @@ impl Router {
         Router {
             name: name.into(),
             ports: Vec::new(),
+            tx_at: Vec::new(),
+            arp_maybe: false,
             routes: RouteTable::new(),
             tdp: None,
             classifier: None,
@@ -167,6 +183,7 @@ impl Router {
     /// Add an interface; returns its index.
     pub fn add_port(&mut self, cfg: PortConfig, sched: Box<dyn Scheduler>) -> u16 {
         self.ports.push(Port::new(cfg, sched));
+        self.tx_at.push(Instant::ZERO);
         (self.ports.len() - 1) as u16
     }
     pub fn set_classifier(&mut self, c: Box<dyn Classifier>) {
@@ -182,7 +199,18 @@ impl Router {
         &self.ports
     }
     pub fn port_mut(&mut self, i: u16) -> Option<&mut Port> {
+        if let Some(t) = self.tx_at.get_mut(i as usize) {
+            *t = Instant::ZERO;
+        }
         self.ports.get_mut(i as usize)
+    }
+
+    /// Port `i` may have work its `tx_at` entry does not show (a frame was
+    /// enqueued, its NIC finished): the next scan asks it.
+    fn wake_port(&mut self, i: u16) {
+        if let (Some(t), Some(p)) = (self.tx_at.get_mut(i as usize), self.ports.get(i as usize)) {
+            *t = p.tx_at();
+        }
     }
 
     fn is_local(&self, ip: Ipv4Addr) -> bool {
@@ -357,6 +385,7 @@ impl Router {
         if let Some(p) = self.ports.get_mut(out as usize) {
             // Refusals are counted in the scheduler's own stats.
             let _: Result<(), Dropped> = p.enqueue(pkt, now);
+            self.wake_port(out);
         }
     }
 
@@ -367,13 +396,18 @@ impl Router {
         if !self.start_resolve.is_empty() || !self.start_announce.is_empty() {
             self.start_up(now);
         }
-        if self.ports.iter().any(|p| p.nbr.resolving()) {
-            self.arp_timeouts(now);
+        if self.arp_maybe {
+            if self.ports.iter().any(|p| p.nbr.resolving()) {
+                self.arp_timeouts(now);
+            } else {
+                self.arp_maybe = false;
+            }
         }
         if let Some(c) = self.classifier.as_mut() {
             while let Some((port, pkt)) = c.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
                     let _ = p.enqueue(pkt, now);
+                    self.tx_at[port as usize] = p.tx_at();
                 }
             }
         }
@@ -389,6 +423,7 @@ impl Router {
             if let Some(p) = self.ports.get_mut(port as usize) {
                 let f = crate::arp::announcement(p.cfg.mac, p.cfg.ip);
                 p.send_ctrl(now, f);
+                self.wake_port(port);
                 self.counters.ctl("arp_announcements_tx", 1);
             }
         }
@@ -403,14 +438,17 @@ impl Router {
             if i >= n {
                 i = 0;
             }
-            let p = &mut self.ports[i];
-            // A busy transmitter is the common case: skip it without the
-            // call (this loop runs after every event in the simulator).
-            if p.tx_pending || p.busy_until > now || p.idle {
+            // A busy or quiet transmitter is the common case: skip it
+            // without touching the port (this loop runs after every event
+            // in the simulator).
+            if self.tx_at[i] > now {
                 i += 1;
                 continue;
             }
-            let Some(sent) = p.transmit(now, self.catch_up, self.tdp.as_ref()) else {
+            let p = &mut self.ports[i];
+            let sent = p.transmit(now, self.catch_up, self.tdp.as_ref());
+            self.tx_at[i] = p.tx_at();
+            let Some(sent) = sent else {
                 i += 1;
                 continue;
             };
@@ -445,9 +483,15 @@ impl Router {
         // One pass over the ports (this runs after every event the router
         // sees in the simulator).
         let mut next: Option<Instant> = None;
-        for p in &self.ports {
-            next = earliest(next, p.ready_at(now));
-            next = earliest(next, p.nbr.next_retry());
+        for (p, &at) in self.ports.iter().zip(&self.tx_at) {
+            if at != Instant::MAX {
+                next = earliest(next, p.ready_at(now));
+            }
+        }
+        if self.arp_maybe {
+            for p in &self.ports {
+                next = earliest(next, p.nbr.next_retry());
+            }
         }
         if let Some(t) = &self.tdp {
             next = earliest(next, t.shaper.poll_at());
@@ -481,6 +525,7 @@ impl Node for Router {
         if let Some(p) = self.ports.get_mut(port as usize) {
             p.tx_pending = false;
             p.busy_until = p.busy_until.max(now);
+            self.wake_port(port);
             if status == TxStatus::ExcessiveCollisions {
                 self.counters.ctl("tx_excessive_collisions", 1);
             }

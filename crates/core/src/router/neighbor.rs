@@ -80,6 +80,7 @@ impl Router {
     /// it if nobody has yet.
     pub(super) fn hold(&mut self, now: Instant, out: u16, next_hop: Ipv4Addr, h: Held) {
         let limit = self.arp.hold_packets;
+        self.arp_maybe = true;
         let Some(p) = self.ports.get_mut(out as usize) else {
             return;
         };
@@ -113,6 +114,7 @@ impl Router {
         if p.nbr.table.contains_key(&ip) || p.nbr.pending.contains_key(&ip) {
             return;
         }
+        self.arp_maybe = true;
         p.nbr.pending.insert(
             ip,
             Pending {
@@ -159,6 +161,7 @@ impl Router {
         };
         let frame = arp::build_arp(p.cfg.mac, MacAddr::BROADCAST, &req);
         p.send_ctrl(now, frame);
+        self.wake_port(port);
         self.counters.ctl("arp_requests_tx", 1);
     }
 
@@ -200,6 +203,8 @@ impl Router {
             (Some(mac), true) => p.nbr.pending.remove(&a.spa).map(|e| (mac, e)),
             _ => None,
         };
+        // A reply may have been queued.
+        self.wake_port(port);
         for c in ctl {
             self.counters.ctl(c, 1);
         }

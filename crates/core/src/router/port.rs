@@ -130,6 +130,16 @@ impl Port {
     pub fn arp_held(&self) -> usize {
         self.nbr.held()
     }
+    /// When the transmitter may next send, as far as the port knows
+    /// without asking its scheduler: never (`Instant::MAX`) while its NIC
+    /// holds a frame or its queue is quiet, else once the link is free.
+    pub(super) fn tx_at(&self) -> Instant {
+        if self.tx_pending || self.idle {
+            Instant::MAX
+        } else {
+            self.busy_until
+        }
+    }
     pub(super) fn ready_at(&self, now: Instant) -> Option<Instant> {
         if self.tx_pending || self.idle {
             return None;

@@ -140,6 +140,7 @@ impl Router {
             while let Some((port, pkt)) = tdp.shaper.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
                     let _ = p.enqueue(pkt, now);
+                    self.tx_at[port as usize] = p.tx_at();
                 }
             }
         }
