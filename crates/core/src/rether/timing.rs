@@ -310,6 +310,14 @@ pub fn crash_recovery_bound(trt: Duration, t_nrt: Duration, margin: Duration, re
     monitor.max(regeneration_bound(trt, t_nrt, margin, Duration::ZERO, 0))
 }
 
+/// The longest interruption of the token after one lost or corrupted
+/// token frame: the sender's acknowledgement timer (at most [`max_hold`])
+/// runs out once and it sends the same frame again, which the successor
+/// takes. Nobody is declared dead and no token is regenerated.
+pub fn lost_frame_recovery_bound(trt: Duration, t_nrt: Duration, margin: Duration) -> Duration {
+    max_hold(trt, t_nrt, margin)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,7 +140,7 @@ fn defaults() -> RetherParams {
     }
 }
 
-const KINDS_HINT: &str = "use \"kill\" (any node), or at a RETHER station \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\" or \"corrupt-token\"";
+const KINDS_HINT: &str = "use \"kill\" (any node), or at a RETHER station \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\", \"corrupt-token\" (token frames to it), \"lose-sent-token\" or \"corrupt-sent-token\" (token frames it sends)";
 
 /// The station faults of `[[rether.fault]]` and `[[fault]]`: every kind
 /// but `kill`, which fails any node from outside (`faults.rs`).
@@ -159,7 +159,14 @@ fn faults(
             continue;
         }
         let n = names.lookup(cx, &fl.node, "fault node")?;
-        let known = ["crash", "crash-holding", "drop-token", "corrupt-token"];
+        let known = [
+            "crash",
+            "crash-holding",
+            "drop-token",
+            "corrupt-token",
+            "lose-sent-token",
+            "corrupt-sent-token",
+        ];
         if !known.contains(&fl.kind.get_ref().as_str()) {
             return Err(cx.err(
                 fl.kind.span(),
@@ -221,12 +228,13 @@ fn faults(
                     restart,
                 }
             }
-            "drop-token" | "corrupt-token" => {
+            k @ ("drop-token" | "corrupt-token" | "lose-sent-token" | "corrupt-sent-token") => {
                 extra("restart", fl.restart.as_ref().map(|c| c.span()))?;
-                if fl.kind.get_ref() == "drop-token" {
-                    FaultKind::DropTokens { count }
-                } else {
-                    FaultKind::CorruptTokens { count }
+                match k {
+                    "drop-token" => FaultKind::DropTokens { count },
+                    "corrupt-token" => FaultKind::CorruptTokens { count },
+                    "lose-sent-token" => FaultKind::LoseSentTokens { count },
+                    _ => FaultKind::CorruptSentTokens { count },
                 }
             }
             other => {
