@@ -286,7 +286,7 @@ fn rether_port(
     epoch: Instant,
     faults: Vec<qosnet_core::rether::app::Fault>,
 ) -> Result<(RetherHost, Vec<(usize, qosnet_core::rether::SessionId)>), String> {
-    use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig, TimingModel};
+    use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig};
     let node = &sc.nodes[i];
     let my_id = node
         .rether_id()
@@ -336,18 +336,12 @@ fn rether_port(
     } else {
         vec![host]
     };
-    cfg.timing = TimingModel {
-        rate_bps: seg.capacity_bps,
-        per_packet: p.a,
-        per_message: p.b,
-        t_token: p.t_token,
-        framing: seg.framing,
-    };
+    cfg.timing = p.timing(seg.capacity_bps, seg.framing, members.len());
     cfg.trt = p.trt;
     cfg.t_nrt = match p.t_nrt {
         Some(t) => t,
         None => {
-            let eq6 = timing::paper_t_nrt_min(members.len() as u64, p.t_token, 1, 5, p.trt);
+            let eq6 = timing::paper_t_nrt_min(members.len() as u64, cfg.timing.t_token, 1, 5, p.trt);
             let one = cfg
                 .timing
                 .nrt_visit_max(qosnet_core::rether::NrtPolicy::OnePacket)
