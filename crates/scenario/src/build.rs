@@ -261,16 +261,32 @@ pub fn build_rether_bridge(
                 session,
             });
         }
-        let reach = topo
-            .side(&sc.nodes, i, f.peer)
-            .into_iter()
-            .filter(|&m| sc.nodes[m].is_rether())
-            .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
-            .flat_map(|mac| [mac, host_mac(mac)])
-            .collect();
+        let reach = macs_behind(sc, net, &topo, i, |g| g.peer == f.peer);
         ports.push(BridgePort { host, reach });
     }
     RetherBridge::new(sc.nodes[i].name.clone(), ports, relay, admit)
+}
+
+/// The MACs (each station's port and its host's) of every RETHER station
+/// reached from bridge `i` through its ports that `port` selects: what a
+/// bridge port forwards to (§2.5). One answer for both users, the
+/// bridge's forwarding table and each of its stations' `host_macs`.
+fn macs_behind(
+    sc: &Scenario,
+    net: &Network,
+    topo: &RetherTopo,
+    i: usize,
+    port: impl Fn(&crate::topo::Iface) -> bool,
+) -> Vec<qosnet_core::wire::MacAddr> {
+    net.nodes[i]
+        .ifaces
+        .iter()
+        .filter(|g| port(g))
+        .flat_map(|g| topo.side(&sc.nodes, i, g.peer))
+        .filter(|&m| sc.nodes[m].is_rether())
+        .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
+        .flat_map(|mac| [mac, host_mac(mac)])
+        .collect()
 }
 
 /// The station of node `i` on its port `port` (a station's only one, or
@@ -324,15 +340,7 @@ fn rether_port(
     let host = host_mac(f.mac);
     cfg.host_macs = if bridge {
         // Frames for every station behind the bridge's other ports.
-        net.nodes[i]
-            .ifaces
-            .iter()
-            .filter(|g| g.peer != seg_node)
-            .flat_map(|g| topo.side(&sc.nodes, i, g.peer))
-            .filter(|&m| sc.nodes[m].is_rether())
-            .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
-            .flat_map(|mac| [mac, host_mac(mac)])
-            .collect()
+        macs_behind(sc, net, topo, i, |g| g.peer != seg_node)
     } else {
         vec![host]
     };

@@ -676,32 +676,13 @@ fn chain(segs: usize, seed: u64) -> String {
     let mut t = format!(
         "[scenario]\nname = \"chain{segs}\"\nduration = \"3s\"\nwarmup = \"500ms\"\nseed = {seed}\n\n[rether]\n{T1995}\n\n"
     );
-    for s in 0..segs {
-        t += &format!(
-            "[[node]]\nname = \"s{s}a\"\nkind = \"rether\"\n[[node]]\nname = \"s{s}b\"\nkind = \"rether\"\n"
-        );
-        if s + 1 < segs {
-            t += &format!("[[node]]\nname = \"br{s}\"\nkind = \"rether-bridge\"\n");
-        }
-    }
-    for s in 0..segs {
-        let mut m = format!("\"s{s}a\", \"s{s}b\"");
-        if s > 0 {
-            m += &format!(", \"br{}\"", s - 1);
-        }
-        if s + 1 < segs {
-            m += &format!(", \"br{s}\"");
-        }
-        t += &format!(
-            "[[segment]]\nname = \"seg{s}\"\nnodes = [{m}]\ncapacity = \"10Mb/s\"\npropagation = \"5us\"\n"
-        );
-    }
+    t += &qosnet_scenario::rethertopo::chain_toml(segs);
     let l = segs - 1;
     t += &format!(
-        "[[flow]]\nname = \"video\"\nfrom = \"s0a\"\nto = \"s{l}b\"\nrt = true\nsize = 6400\nrate = \"30pps\"\nstart = \"10ms\"\n"
+        "[[flow]]\nname = \"video\"\nfrom = \"s0_1\"\nto = \"s{l}_2\"\nrt = true\nsize = 6400\nrate = \"30pps\"\nstart = \"10ms\"\n"
     );
     t += &format!(
-        "[[flow]]\nname = \"nrt\"\nfrom = \"s0b\"\nto = \"s{l}a\"\nsize = 1000\nrate = \"100kb/s\"\npattern = \"poisson\"\n"
+        "[[flow]]\nname = \"nrt\"\nfrom = \"s0_2\"\nto = \"s{l}_1\"\nsize = 1000\nrate = \"100kb/s\"\npattern = \"poisson\"\n"
     );
     t
 }
