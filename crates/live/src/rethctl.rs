@@ -107,6 +107,28 @@ pub enum Request {
     /// Fault injection: the station process aborts at the next moment it
     /// holds the token (see [`CrashHoldingToken`]).
     CrashHoldingToken,
+    /// Fault injection on the wire: the next `count` token frames this
+    /// station sends are lost (`lose_sent_token`: not sent, the station
+    /// told they were) or go out with a damaged version byte
+    /// (`corrupt_sent_token`), which every other station's parser refuses
+    /// and counts. The station's own §2.4 timers must recover.
+    Fault {
+        kind: WireFault,
+        #[serde(default = "one")]
+        count: u32,
+    },
+}
+
+/// The token-frame faults of [`Request::Fault`].
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WireFault {
+    LoseSentToken,
+    CorruptSentToken,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn default_max() -> usize {
@@ -265,6 +287,17 @@ impl ControlServer {
                 c.arm(now, h);
                 self.crash = Some(c);
                 Ok(json!({"armed": true}))
+            }
+            Request::Fault { kind, count } => {
+                if count == 0 || count > 1000 {
+                    return Err(format!("count {count}: between 1 and 1000 token frames"));
+                }
+                let kind = match kind {
+                    WireFault::LoseSentToken => FaultKind::LoseSentTokens { count },
+                    WireFault::CorruptSentToken => FaultKind::CorruptSentTokens { count },
+                };
+                h.add_fault(Fault { at: now, kind });
+                Ok(json!({"armed": true, "count": count}))
             }
             Request::Open {
                 to,
@@ -483,6 +516,14 @@ impl ControlServer {
                 st.config().t_nrt,
                 st.config().ack_margin,
                 st.config().pass_retries,
+            )
+            .as_nanos(),
+            // How long the token may stop after one lost or corrupted
+            // token frame (one acknowledgement timer, then the resend).
+            "lost_frame_recovery_bound_ns": qosnet_core::rether::timing::lost_frame_recovery_bound(
+                st.config().trt,
+                st.config().t_nrt,
+                st.config().ack_margin,
             )
             .as_nanos(),
             "holds_token": st.holds_token(),
@@ -812,10 +853,19 @@ mod tests {
             "{",
             r#"{"op":"nuke"}"#,
             r#"{"op":"open","to":"s3"}"#,
+            r#"{"op":"fault","kind":"unplug"}"#,
             "\u{0}\u{1}",
         ] {
             assert!(serde_json::from_str::<Request>(bad).is_err(), "{bad}");
         }
+        let f: Request = serde_json::from_str(r#"{"op":"fault","kind":"corrupt_sent_token"}"#).unwrap();
+        assert_eq!(
+            f,
+            Request::Fault {
+                kind: WireFault::CorruptSentToken,
+                count: 1
+            }
+        );
         assert_eq!(parse_session("1.0").unwrap(), SessionId { sender: 1, num: 0 });
         for bad in ["", "1", "a.b", "1.70000", "-1.0"] {
             assert!(parse_session(bad).is_err(), "{bad}");

@@ -261,16 +261,32 @@ pub fn build_rether_bridge(
                 session,
             });
         }
-        let reach = topo
-            .side(&sc.nodes, i, f.peer)
-            .into_iter()
-            .filter(|&m| sc.nodes[m].is_rether())
-            .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
-            .flat_map(|mac| [mac, host_mac(mac)])
-            .collect();
+        let reach = macs_behind(sc, net, &topo, i, |g| g.peer == f.peer);
         ports.push(BridgePort { host, reach });
     }
     RetherBridge::new(sc.nodes[i].name.clone(), ports, relay, admit)
+}
+
+/// The MACs (each station's port and its host's) of every RETHER station
+/// reached from bridge `i` through its ports that `port` selects: what a
+/// bridge port forwards to (§2.5). One answer for both users, the
+/// bridge's forwarding table and each of its stations' `host_macs`.
+fn macs_behind(
+    sc: &Scenario,
+    net: &Network,
+    topo: &RetherTopo,
+    i: usize,
+    port: impl Fn(&crate::topo::Iface) -> bool,
+) -> Vec<qosnet_core::wire::MacAddr> {
+    net.nodes[i]
+        .ifaces
+        .iter()
+        .filter(|g| port(g))
+        .flat_map(|g| topo.side(&sc.nodes, i, g.peer))
+        .filter(|&m| sc.nodes[m].is_rether())
+        .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
+        .flat_map(|mac| [mac, host_mac(mac)])
+        .collect()
 }
 
 /// The station of node `i` on its port `port` (a station's only one, or
@@ -286,7 +302,7 @@ fn rether_port(
     epoch: Instant,
     faults: Vec<qosnet_core::rether::app::Fault>,
 ) -> Result<(RetherHost, Vec<(usize, qosnet_core::rether::SessionId)>), String> {
-    use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig, TimingModel};
+    use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig};
     let node = &sc.nodes[i];
     let my_id = node
         .rether_id()
@@ -324,30 +340,16 @@ fn rether_port(
     let host = host_mac(f.mac);
     cfg.host_macs = if bridge {
         // Frames for every station behind the bridge's other ports.
-        net.nodes[i]
-            .ifaces
-            .iter()
-            .filter(|g| g.peer != seg_node)
-            .flat_map(|g| topo.side(&sc.nodes, i, g.peer))
-            .filter(|&m| sc.nodes[m].is_rether())
-            .filter_map(|m| net.nodes[m].ifaces.first().map(|g| g.mac))
-            .flat_map(|mac| [mac, host_mac(mac)])
-            .collect()
+        macs_behind(sc, net, topo, i, |g| g.peer != seg_node)
     } else {
         vec![host]
     };
-    cfg.timing = TimingModel {
-        rate_bps: seg.capacity_bps,
-        per_packet: p.a,
-        per_message: p.b,
-        t_token: p.t_token,
-        framing: seg.framing,
-    };
+    cfg.timing = p.timing(seg.capacity_bps, seg.framing, members.len());
     cfg.trt = p.trt;
     cfg.t_nrt = match p.t_nrt {
         Some(t) => t,
         None => {
-            let eq6 = timing::paper_t_nrt_min(members.len() as u64, p.t_token, 1, 5, p.trt);
+            let eq6 = timing::paper_t_nrt_min(members.len() as u64, cfg.timing.t_token, 1, 5, p.trt);
             let one = cfg
                 .timing
                 .nrt_visit_max(qosnet_core::rether::NrtPolicy::OnePacket)

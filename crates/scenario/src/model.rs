@@ -118,8 +118,13 @@ pub struct RetherParams {
     /// Eq. 7's per-packet (a) and per-message (b) overheads.
     pub a: Duration,
     pub b: Duration,
-    /// Token processing and passing overhead (Table 2).
+    /// Token processing and passing overhead (Table 2), besides the two
+    /// token copies the copy costs charge.
     pub t_token: Duration,
+    /// Copy of a packet between memory and the NIC (§5.2, Table 3):
+    /// per packet, and per byte (`copy_per_byte` is the time per byte).
+    pub copy_per_packet: Duration,
+    pub copy_per_byte: Duration,
     pub nrt_policy: qosnet_core::rether::NrtPolicy,
     /// A unit arriving later than this after its expected time is late.
     pub late_threshold: Duration,
@@ -135,6 +140,34 @@ pub struct RetherParams {
     pub boot_csma: bool,
     /// `[[rether.fault]]`: (station node, failure).
     pub faults: Vec<(usize, qosnet_core::rether::app::Fault)>,
+}
+
+impl RetherParams {
+    /// The stations' cost model on a segment of `rate_bps` and `framing`
+    /// with `members` stations: eq. 7's a and b, the copy costs, and
+    /// t_token plus Table 2's two token copies (NIC to memory at the
+    /// receiver, memory to NIC at the sender) of a token frame carrying
+    /// the segment's node table, when copy costs are given.
+    pub fn timing(
+        &self,
+        rate_bps: u64,
+        framing: Framing,
+        members: usize,
+    ) -> qosnet_core::rether::TimingModel {
+        use qosnet_core::rether::wire::{NODE_ENTRY, TOKEN_FIXED};
+        let mut m = qosnet_core::rether::TimingModel {
+            rate_bps,
+            per_packet: self.a,
+            per_message: self.b,
+            t_token: self.t_token,
+            framing,
+            copy_per_packet: self.copy_per_packet,
+            copy_per_byte: self.copy_per_byte,
+        };
+        let token = qosnet_core::wire::ETH_HDR + TOKEN_FIXED + NODE_ENTRY * members;
+        m.t_token += m.copy_time(token) + m.copy_time(token);
+        m
+    }
 }
 
 /// `[taprio]`, validated: the cycle starts at `base_time`; each entry opens

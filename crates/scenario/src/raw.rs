@@ -89,6 +89,8 @@ pub struct Rether {
     pub a: Option<S<String>>,
     pub b: Option<S<String>>,
     pub t_token: Option<S<String>>,
+    pub copy_per_packet: Option<S<String>>,
+    pub copy_per_byte: Option<S<String>>,
     pub nrt_policy: Option<S<SizeSpec>>,
     pub late_threshold: Option<S<String>>,
     pub buffers: Option<S<i64>>,

@@ -157,3 +157,33 @@ impl RetherTopo {
         None
     }
 }
+
+/// The `[[node]]` and `[[segment]]` tables of a chain of `segs` RETHER
+/// segments (10 Mb/s, 5 µs) of two stations each, `sK_1` and `sK_2` on
+/// segment `segK`, joined by bridges `brK` between `segK` and `segK+1`
+/// (§2.5). Experiments and tests add `[scenario]`, `[rether]` and flows.
+pub fn chain_toml(segs: usize) -> String {
+    let mut t = String::new();
+    for s in 0..segs {
+        for k in 1..=2 {
+            t += &format!("[[node]]\nname = \"s{s}_{k}\"\nkind = \"rether\"\n");
+        }
+        if s + 1 < segs {
+            t += &format!("[[node]]\nname = \"br{s}\"\nkind = \"rether-bridge\"\n");
+        }
+    }
+    for s in 0..segs {
+        let mut members = vec![format!("\"s{s}_1\""), format!("\"s{s}_2\"")];
+        if s > 0 {
+            members.push(format!("\"br{}\"", s - 1));
+        }
+        if s + 1 < segs {
+            members.push(format!("\"br{s}\""));
+        }
+        t += &format!(
+            "[[segment]]\nname = \"seg{s}\"\nnodes = [{}]\ncapacity = \"10Mb/s\"\npropagation = \"5us\"\n",
+            members.join(", ")
+        );
+    }
+    t
+}

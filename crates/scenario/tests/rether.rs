@@ -142,3 +142,47 @@ fn station_timing_the_simulator_refuses_is_refused_at_load() {
     let e = err(&format!("{BASE}\n[rether]\nt_nrt = \"100us\"\n"));
     assert!(e.line > 0 && e.msg.contains("one maximum-size NRT visit"), "{e}");
 }
+
+/// Table 3's copy costs (§5.2): read, charged in the stations' model (the
+/// first frame's copy, the copies the wire does not hide, two token
+/// copies in t_token), and refused with the line when out of range.
+#[test]
+fn copy_costs_are_read_charged_and_checked() {
+    let text = format!("{BASE}\n[rether]\ncopy_per_packet = \"11.5us\"\ncopy_per_byte = \"394ns\"\n");
+    let sc = load_str("r.toml", &text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let p = sc.rether.expect("[rether]");
+    assert_eq!(
+        (p.copy_per_packet, p.copy_per_byte),
+        (Duration(11_500), Duration(394))
+    );
+    let framing = qosnet_core::Framing {
+        fcs: 4,
+        preamble: 8,
+        ifg: 12,
+    };
+    let m = p.timing(100_000_000, framing, 3);
+    // Two copies of a 14 + 52 + 3 × 3-byte token frame on top of t_token.
+    let token = 14 + 52 + 9;
+    assert_eq!(m.t_token, Duration(247_000 + 2 * (11_500 + 394 * token)));
+    // Two 1514-byte frames at 100 Mb/s: the second copy (608 us) outlasts
+    // the first frame's 123.04 us on the wire.
+    let copy = Duration(11_500 + 394 * 1514);
+    let wire = m.wire_time(1514);
+    assert_eq!(
+        m.transmission_time([1514, 1514]),
+        wire + wire + copy + Duration(copy.0 - wire.0) + m.sw_overhead(2)
+    );
+    // Zero copy costs: eq. 7 as before.
+    let m0 = qosnet_core::rether::TimingModel::paper_1995();
+    assert_eq!(
+        m0.transmission_time([1514, 1514]),
+        m0.wire_time(1514) + m0.wire_time(1514) + m0.sw_overhead(2)
+    );
+    let e = err(&format!("{BASE}\n[rether]\ncopy_per_byte = \"1ms\"\n"));
+    assert!(
+        e.line > 0 && e.msg.contains("copy_per_byte") && e.hint.contains("394ns"),
+        "{e}"
+    );
+    let e = err(&format!("{BASE}\n[rether]\ncopy_per_packet = \"fast\"\n"));
+    assert!(e.line > 0 && e.msg.contains("`fast` is not a duration"), "{e}");
+}

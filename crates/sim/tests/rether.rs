@@ -226,6 +226,67 @@ fn a_corrupted_token_frame_is_counted_and_retransmitted() {
     assert!(one_token(&r));
 }
 
+/// The token-frame faults at the sender (`lose-sent-token`,
+/// `corrupt-sent-token`, the ones `qosnet rether fault` injects live): the
+/// frame is lost on the wire or goes out damaged. The sender's
+/// acknowledgement timer retransmits it, nobody is declared dead, no token
+/// is regenerated, and the sessions' RT visits are delayed by at most
+/// one acknowledgement timer (`timing::lost_frame_recovery_bound`).
+fn sent_token_fault(kind: &str, count: u32) -> Results {
+    let r = with_fault(&format!(
+        "node = \"s5\"\nat = \"500ms\"\nkind = \"{kind}\"\ncount = {count}"
+    ));
+    assert!(total(&r, "token_retransmits") >= count as u64, "{:?}", r.nodes);
+    assert_eq!(total(&r, "successors_declared_dead"), 0);
+    assert_eq!(total(&r, "token_regenerations"), 0);
+    assert!(one_token(&r));
+    // 6 stations' T_NRT as the scenario computes it (eq. 6), margin 2 ms.
+    let m = TimingModel::paper_1995();
+    let trt = Duration(33_333_333);
+    let t_nrt = qosnet_core::rether::timing::paper_t_nrt_min(6, m.t_token, 1, 5, trt).max(
+        m.nrt_visit_max(qosnet_core::rether::NrtPolicy::OnePacket)
+            .unwrap_or(Duration::ZERO),
+    );
+    let bound = qosnet_core::rether::timing::lost_frame_recovery_bound(trt, t_nrt, Duration::from_millis(2));
+    for s in senders(&r) {
+        let max = interval(s, "max_ns");
+        assert!(
+            max <= (trt + bound).as_nanos() as f64,
+            "RT visit gap {max} ns above TRT + {bound}: {s}"
+        );
+    }
+    for f in ["rt0", "rt1"] {
+        let rx = receiver(&r, f);
+        assert!(rx["units_in_window"].as_u64().unwrap_or(0) >= 55, "{rx}");
+        assert_eq!(rx["units_incomplete"], 0, "{rx}");
+    }
+    r
+}
+
+#[test]
+fn a_token_frame_lost_on_the_wire_is_retransmitted() {
+    let r = sent_token_fault("lose-sent-token", 2);
+    assert_eq!(node_counter(&r, "s5", "fault_sent_tokens_lost"), 2);
+    // Lost on the wire: no station saw it, so no parser refused anything.
+    assert_eq!(total(&r, "malformed_bad_version"), 0);
+}
+
+#[test]
+fn a_token_frame_sent_corrupted_is_refused_by_every_receiver() {
+    let r = sent_token_fault("corrupt-sent-token", 1);
+    assert_eq!(node_counter(&r, "s5", "fault_sent_tokens_corrupted"), 1);
+    // It went out damaged: every other station's parser refused it once.
+    for i in [1, 2, 3, 4, 6] {
+        assert_eq!(
+            node_counter(&r, &format!("s{i}"), "malformed_bad_version"),
+            1,
+            "s{i}: {:?}",
+            r.nodes
+        );
+    }
+    assert_eq!(node_counter(&r, "s5", "malformed_bad_version"), 0);
+}
+
 #[test]
 fn a_crashed_node_rejoins_during_a_cycle() {
     let r = with_fault("node = \"s5\"\nat = \"400ms\"\nkind = \"crash\"\nrestart = \"900ms\"");

@@ -23,27 +23,7 @@ fn chain(segs: usize, bytes: u32, nrt_kbps: u32, seed: u64) -> String {
     let mut t = format!(
         "[scenario]\nname = \"chain\"\nduration = \"2s\"\nwarmup = \"300ms\"\nseed = {seed}\n\n[rether]\ntrt = \"33.333333ms\"\n\n"
     );
-    for s in 0..segs {
-        for k in 1..=2 {
-            t += &format!("[[node]]\nname = \"s{s}_{k}\"\nkind = \"rether\"\n");
-        }
-        if s + 1 < segs {
-            t += &format!("[[node]]\nname = \"br{s}\"\nkind = \"rether-bridge\"\n");
-        }
-    }
-    for s in 0..segs {
-        let mut members = vec![format!("\"s{s}_1\""), format!("\"s{s}_2\"")];
-        if s > 0 {
-            members.push(format!("\"br{}\"", s - 1));
-        }
-        if s + 1 < segs {
-            members.push(format!("\"br{s}\""));
-        }
-        t += &format!(
-            "[[segment]]\nname = \"seg{s}\"\nnodes = [{}]\ncapacity = \"10Mb/s\"\npropagation = \"5us\"\n",
-            members.join(", ")
-        );
-    }
+    t += &qosnet_scenario::rethertopo::chain_toml(segs);
     let last = segs - 1;
     t += &format!(
         "[[flow]]\nname = \"far\"\nfrom = \"s0_1\"\nto = \"s{last}_2\"\nrt = true\nsize = {bytes}\nrate = \"30pps\"\nstart = \"10ms\"\n"

@@ -138,6 +138,21 @@ pub enum RetherCmd {
         #[arg(long)]
         summary: Option<String>,
     },
+    /// Fault injection at --station (§2.4 and the token regeneration
+    /// beyond the paper): `lose-sent-token` (its next token frames are
+    /// lost on the wire), `corrupt-sent-token` (they go out with a damaged
+    /// version byte, refused by every receiver's parser) or
+    /// `crash-holding` (the station process aborts the next time it holds
+    /// the token). Watch the segment recover with `status`.
+    Fault {
+        #[command(flatten)]
+        t: Target,
+        #[arg(value_parser = ["lose-sent-token", "corrupt-sent-token", "crash-holding"])]
+        kind: String,
+        /// Token frames to lose or corrupt.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
 }
 
 fn dur(s: &str) -> Result<StdDuration> {
@@ -191,7 +206,31 @@ pub fn run(c: RetherCmd) -> Result<()> {
             dur(&duration)?,
             summary.as_deref().map(dur).transpose()?,
         ),
+        RetherCmd::Fault { t, kind, count } => fault(&t, &kind, count),
     }
+}
+
+fn fault(t: &Target, kind: &str, count: u32) -> Result<()> {
+    use rethctl::WireFault;
+    let req = match kind {
+        "lose-sent-token" => Request::Fault {
+            kind: WireFault::LoseSentToken,
+            count,
+        },
+        "corrupt-sent-token" => Request::Fault {
+            kind: WireFault::CorruptSentToken,
+            count,
+        },
+        _ => Request::CrashHoldingToken,
+    };
+    let crash = matches!(req, Request::CrashHoldingToken);
+    match t.connect()?.call(&req) {
+        Ok(_) => outln!("{}: {kind} armed", t.station),
+        // The crash may come before the answer is written.
+        Err(e) if crash => outln!("{}: {kind} armed (answer lost: {e})", t.station),
+        Err(e) => bail!("{}: {e}", t.station),
+    }
+    Ok(())
 }
 
 fn status(t: &Target, json: bool) -> Result<()> {

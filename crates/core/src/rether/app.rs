@@ -85,6 +85,15 @@ pub enum FaultKind {
     DropTokens { count: u32 },
     /// ... arrive damaged (a bad version byte).
     CorruptTokens { count: u32 },
+    /// The next `count` token frames this station sends from `at` on
+    /// (passes and retransmissions) are lost on the wire: its NIC reports
+    /// them sent, nobody receives them. The sender's acknowledgement timer
+    /// must notice (§2.4).
+    LoseSentTokens { count: u32 },
+    /// ... go out on the wire with a damaged version byte, so that every
+    /// other station's parser refuses and counts them
+    /// (`malformed_bad_version`) and the sender must retransmit.
+    CorruptSentTokens { count: u32 },
 }
 
 /// The applications of a RETHER host.
@@ -270,6 +279,8 @@ pub struct RetherHost {
     restarts: u64,
     tokens_dropped: u64,
     tokens_corrupted: u64,
+    sent_tokens_lost: u64,
+    sent_tokens_corrupted: u64,
     frames_while_down: u64,
     /// Sessions the host's applications opened through the station's
     /// control interface (`qosnet rether`), not scenario flows.
@@ -367,6 +378,8 @@ impl RetherHost {
             restarts: 0,
             tokens_dropped: 0,
             tokens_corrupted: 0,
+            sent_tokens_lost: 0,
+            sent_tokens_corrupted: 0,
             frames_while_down: 0,
             st,
             cfg,
@@ -925,6 +938,37 @@ impl RetherHost {
         Some(frame)
     }
 
+    /// A token frame this station is about to send: lost on the wire
+    /// (`true`) or damaged in place by a fault?
+    fn sent_token_fault(&mut self, now: Instant, frame: &mut [u8]) -> bool {
+        let is_token = super::wire::is_rether(frame)
+            && frame.get(eth::ETH_HDR + 1) == Some(&(super::wire::FrameType::Token as u8));
+        if !is_token {
+            return false;
+        }
+        for f in self.cfg.faults.iter_mut() {
+            if f.at > now {
+                continue;
+            }
+            match &mut f.kind {
+                FaultKind::LoseSentTokens { count } if *count > 0 => {
+                    *count -= 1;
+                    self.sent_tokens_lost += 1;
+                    return true;
+                }
+                FaultKind::CorruptSentTokens { count } if *count > 0 => {
+                    *count -= 1;
+                    self.sent_tokens_corrupted += 1;
+                    // The version byte: a refusal every parser names.
+                    frame[eth::ETH_HDR] ^= 0xEE;
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+
     /// Close sessions whose flow stopped.
     fn close_due(&mut self, now: Instant) {
         if !self.cfg.rether {
@@ -1082,7 +1126,16 @@ impl Node for RetherHost {
         if self.down.is_some() || self.nic_busy_at_crash {
             return None;
         }
-        let t = self.st.poll_transmit(now);
+        let mut t = self.st.poll_transmit(now);
+        while let Some(x) = t.as_mut().filter(|x| x.port == 0) {
+            if !self.sent_token_fault(now, &mut x.pkt.data) {
+                break;
+            }
+            // Lost on the wire: the NIC sent it (at once, as far as the
+            // station can tell) and nobody heard it.
+            self.st.handle_tx_done(now, 0, TxStatus::Sent { collisions: 0 });
+            t = self.st.poll_transmit(now);
+        }
         if t.as_ref().is_some_and(|t| t.port == 0) {
             self.nic_busy = true;
         }
@@ -1143,6 +1196,8 @@ impl Node for RetherHost {
             ("fault_restarts", self.restarts),
             ("fault_tokens_dropped", self.tokens_dropped),
             ("fault_tokens_corrupted", self.tokens_corrupted),
+            ("fault_sent_tokens_lost", self.sent_tokens_lost),
+            ("fault_sent_tokens_corrupted", self.sent_tokens_corrupted),
             ("fault_frames_while_down", self.frames_while_down),
         ] {
             if n > 0 {

@@ -266,9 +266,11 @@ pub fn nrt_grant<I: IntoIterator<Item = usize>>(
     };
     let (mut n, mut wire, mut cost) = (0usize, Duration::ZERO, Duration::ZERO);
     let mut any = false;
+    let mut prev = None;
     for len in queued.into_iter().take(limit) {
         any = true;
-        let w = wire + m.wire_time(len);
+        // Eq. 7 (TimingModel::transmission_time), one frame at a time.
+        let w = wire + m.wire_time(len) + m.copy_stall(prev, len);
         let c = w + m.sw_overhead(n as u64 + 1) + m.t_token;
         if c > residual {
             break;
@@ -276,6 +278,7 @@ pub fn nrt_grant<I: IntoIterator<Item = usize>>(
         n += 1;
         wire = w;
         cost = c;
+        prev = Some(len);
     }
     match (n, any) {
         (0, true) => Grant::Refuse,

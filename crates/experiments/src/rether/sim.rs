@@ -517,19 +517,103 @@ fn figure8(seed: u64) -> Result<Fig> {
     ))
 }
 
+/// Least-squares line through (bytes, us) points: (us per packet, us per
+/// byte).
+fn fit(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (my - slope * mx, slope)
+}
+
+/// Figure 9's station parameters from the paper's Tables 2 and 3 (in
+/// two-mpeg.toml's `[paper]`): the copy costs of each bus fitted to
+/// Table 3 (per packet + per byte), eq. 7's b less the copy of the
+/// 1514-byte frame it was measured with, t_token less Table 2's two token
+/// copies (the model charges copies itself). Slow hardware copies over
+/// the I/O bus (Table 3's memory-to-NIC row), fast over the CPU bus
+/// (memory to memory); a (interrupt and start of the next packet) is the
+/// same for both: §5.2 makes only the copies faster. Prints Table 3
+/// beside the fitted model.
+fn figure9_hardware() -> Result<[(&'static str, String); 2]> {
+    let paper = run::load(&super::SCENARIOS[1], &[])?
+        .paper
+        .ok_or_else(|| anyhow!("two-mpeg.toml: no [paper]"))?;
+    let t3 = paper
+        .table("table-3")
+        .ok_or_else(|| anyhow!("two-mpeg.toml: no [paper] table-3"))?;
+    let t2 = paper
+        .table("table-2")
+        .ok_or_else(|| anyhow!("two-mpeg.toml: no [paper] table-2"))?;
+    let col = |c: &str| -> Result<Vec<(f64, f64)>> {
+        t3.keys()
+            .map(|k| {
+                let x = k
+                    .parse::<f64>()
+                    .map_err(|_| anyhow!("table-3 row `{k}`: not a size"))?;
+                let y = t3
+                    .get(k, c)
+                    .and_then(|v| v.as_f64())
+                    .ok_or_else(|| anyhow!("table-3 row `{k}`: no {c}"))?;
+                Ok((x, y))
+            })
+            .collect()
+    };
+    let (io, cpu) = (col("mem_to_nic_us")?, col("mem_to_mem_us")?);
+    let (io_p, io_b) = fit(&io);
+    let (cpu_p, cpu_b) = fit(&cpu);
+    let us = |k: &str| -> Result<f64> {
+        t2.get(k, "us")
+            .and_then(|v| v.as_f64())
+            .ok_or_else(|| anyhow!("table-2: no `{k}`"))
+    };
+    let token_copies = us("copy token from NIC to memory")? + us("copy token from memory to NIC")?;
+    let t_token = us("total")? - token_copies;
+    let mtu_frame = 1514.0;
+    let b = 650.0 - (io_p + io_b * mtu_frame);
+    let ns = |v: f64| (v * 1e3).round() as u64;
+    outln!("Table 3 (paper) beside the copy model of Figure 9's stations (copy_per_packet + copy_per_byte x bytes), us:");
+    outln!("  bytes | I/O bus (mem to NIC): paper  model | CPU bus (mem to mem): paper  model");
+    for ((x, y_io), (_, y_cpu)) in io.iter().zip(&cpu) {
+        outln!(
+            "  {x:>5} | {y_io:>27.0} {:>6.1} | {y_cpu:>27.0} {:>6.1}",
+            ns(io_p) as f64 / 1e3 + ns(io_b) as f64 / 1e3 * x,
+            ns(cpu_p) as f64 / 1e3 + ns(cpu_b) as f64 / 1e3 * x
+        );
+    }
+    outln!(
+        "  slow hardware: copy_per_packet {:.3} us, copy_per_byte {} ns; fast: {:.3} us, {} ns ({:.1}x faster per byte; §5.2: 7)",
+        ns(io_p) as f64 / 1e3,
+        ns(io_b),
+        ns(cpu_p) as f64 / 1e3,
+        ns(cpu_b),
+        io_b / cpu_b
+    );
+    outln!(
+        "  both: a 140 us, b {:.1} us (650 us less the 1514-byte copy), t_token {t_token:.0} us (Table 2's {:.0} less its token copies, {token_copies:.0} us) + two copies of the token frame",
+        ns(b) as f64 / 1e3,
+        us("total")?
+    );
+    outln!();
+    let params = |p: f64, per_byte: f64| {
+        format!(
+            "a = \"140us\"\nb = \"{}ns\"\nt_token = \"{}ns\"\ncopy_per_packet = \"{}ns\"\ncopy_per_byte = \"{}ns\"",
+            ns(b),
+            ns(t_token),
+            ns(p),
+            ns(per_byte)
+        )
+    };
+    Ok([("slow", params(io_p, io_b)), ("fast", params(cpu_p, cpu_b))])
+}
+
 /// Figure 9: fast/slow hardware and links, 20 stations: NRT access delay
 /// against the number of MPEG-I streams, and how many are admitted.
 fn figure9(seed: u64) -> Result<Fig> {
-    // Slow hardware: the 1995 PC. Fast: a local-bus NIC, copies 7 times
-    // faster (§5.2): a and b / 7, and Table 2's two token copies (60 us)
-    // / 7 in t_token.
-    let hw = [
-        ("slow", T1995.to_string()),
-        (
-            "fast",
-            "a = \"20us\"\nb = \"93us\"\nt_token = \"196us\"".to_string(),
-        ),
-    ];
+    let hw = figure9_hardware()?;
     let links = [("10Mb/s", 10u32), ("100Mb/s", 100)];
     let streams: Vec<usize> = vec![1, 2, 4, 8, 12, 16, 24, 32, 40, 48];
     let mut jobs: Vec<Job<'_, Results>> = Vec::new();
@@ -592,32 +676,13 @@ fn chain(segs: usize, seed: u64) -> String {
     let mut t = format!(
         "[scenario]\nname = \"chain{segs}\"\nduration = \"3s\"\nwarmup = \"500ms\"\nseed = {seed}\n\n[rether]\n{T1995}\n\n"
     );
-    for s in 0..segs {
-        t += &format!(
-            "[[node]]\nname = \"s{s}a\"\nkind = \"rether\"\n[[node]]\nname = \"s{s}b\"\nkind = \"rether\"\n"
-        );
-        if s + 1 < segs {
-            t += &format!("[[node]]\nname = \"br{s}\"\nkind = \"rether-bridge\"\n");
-        }
-    }
-    for s in 0..segs {
-        let mut m = format!("\"s{s}a\", \"s{s}b\"");
-        if s > 0 {
-            m += &format!(", \"br{}\"", s - 1);
-        }
-        if s + 1 < segs {
-            m += &format!(", \"br{s}\"");
-        }
-        t += &format!(
-            "[[segment]]\nname = \"seg{s}\"\nnodes = [{m}]\ncapacity = \"10Mb/s\"\npropagation = \"5us\"\n"
-        );
-    }
+    t += &qosnet_scenario::rethertopo::chain_toml(segs);
     let l = segs - 1;
     t += &format!(
-        "[[flow]]\nname = \"video\"\nfrom = \"s0a\"\nto = \"s{l}b\"\nrt = true\nsize = 6400\nrate = \"30pps\"\nstart = \"10ms\"\n"
+        "[[flow]]\nname = \"video\"\nfrom = \"s0_1\"\nto = \"s{l}_2\"\nrt = true\nsize = 6400\nrate = \"30pps\"\nstart = \"10ms\"\n"
     );
     t += &format!(
-        "[[flow]]\nname = \"nrt\"\nfrom = \"s0b\"\nto = \"s{l}a\"\nsize = 1000\nrate = \"100kb/s\"\npattern = \"poisson\"\n"
+        "[[flow]]\nname = \"nrt\"\nfrom = \"s0_2\"\nto = \"s{l}_1\"\nsize = 1000\nrate = \"100kb/s\"\npattern = \"poisson\"\n"
     );
     t
 }

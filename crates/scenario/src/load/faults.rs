@@ -1,7 +1,7 @@
 //! `[[fault]]`: node failures during a run. `kind = "kill"` fails any node
 //! but a segment (the simulator stops it dead and, with `restart`, boots it
 //! again); the RETHER kinds (`crash`, `crash-holding`, `drop-token`,
-//! `corrupt-token`) are the station's own failure model and go to
+//! `corrupt-token`, `lose-sent-token`, `corrupt-sent-token`) are the station's own failure model and go to
 //! `[rether]` (`rether.rs`), so `[[fault]]` is the one syntax for both and
 //! `[[rether.fault]]` stays as its older spelling. STSDR forwarder and
 //! master failures (seed 003 §IV-A, "leader election ... may be adopted")

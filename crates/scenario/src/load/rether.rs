@@ -103,6 +103,20 @@ pub(super) fn params(
         a: dur(&r.a, "a", A)?,
         b: dur(&r.b, "b", B)?,
         t_token: dur(&r.t_token, "t_token", T_TOKEN)?,
+        copy_per_packet: dur(&r.copy_per_packet, "copy_per_packet", Duration::ZERO)?,
+        copy_per_byte: r
+            .copy_per_byte
+            .as_ref()
+            .map(|v| {
+                cx.dur_max(
+                    v,
+                    Duration::from_micros(10),
+                    "copy_per_byte",
+                    "the time to copy one byte to the NIC: Table 3's I/O bus is about 0.39 us (\"394ns\"), its CPU bus 0.055 us",
+                )
+            })
+            .transpose()?
+            .unwrap_or(Duration::ZERO),
         nrt_policy,
         late_threshold: dur(&r.late_threshold, "late_threshold", LATE)?,
         buffers: r
@@ -130,6 +144,8 @@ fn defaults() -> RetherParams {
         a: A,
         b: B,
         t_token: T_TOKEN,
+        copy_per_packet: Duration::ZERO,
+        copy_per_byte: Duration::ZERO,
         nrt_policy: NrtPolicy::OnePacket,
         late_threshold: LATE,
         buffers: BUFFERS,
@@ -140,7 +156,7 @@ fn defaults() -> RetherParams {
     }
 }
 
-const KINDS_HINT: &str = "use \"kill\" (any node), or at a RETHER station \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\" or \"corrupt-token\"";
+const KINDS_HINT: &str = "use \"kill\" (any node), or at a RETHER station \"crash\", \"crash-holding\" (when it next holds the token), \"drop-token\", \"corrupt-token\" (token frames to it), \"lose-sent-token\" or \"corrupt-sent-token\" (token frames it sends)";
 
 /// The station faults of `[[rether.fault]]` and `[[fault]]`: every kind
 /// but `kill`, which fails any node from outside (`faults.rs`).
@@ -159,7 +175,14 @@ fn faults(
             continue;
         }
         let n = names.lookup(cx, &fl.node, "fault node")?;
-        let known = ["crash", "crash-holding", "drop-token", "corrupt-token"];
+        let known = [
+            "crash",
+            "crash-holding",
+            "drop-token",
+            "corrupt-token",
+            "lose-sent-token",
+            "corrupt-sent-token",
+        ];
         if !known.contains(&fl.kind.get_ref().as_str()) {
             return Err(cx.err(
                 fl.kind.span(),
@@ -221,12 +244,13 @@ fn faults(
                     restart,
                 }
             }
-            "drop-token" | "corrupt-token" => {
+            k @ ("drop-token" | "corrupt-token" | "lose-sent-token" | "corrupt-sent-token") => {
                 extra("restart", fl.restart.as_ref().map(|c| c.span()))?;
-                if fl.kind.get_ref() == "drop-token" {
-                    FaultKind::DropTokens { count }
-                } else {
-                    FaultKind::CorruptTokens { count }
+                match k {
+                    "drop-token" => FaultKind::DropTokens { count },
+                    "corrupt-token" => FaultKind::CorruptTokens { count },
+                    "lose-sent-token" => FaultKind::LoseSentTokens { count },
+                    _ => FaultKind::CorruptSentTokens { count },
                 }
             }
             other => {
@@ -320,20 +344,13 @@ fn segment_timing(
     topo: &crate::rethertopo::RetherTopo,
     p: &RetherParams,
 ) -> Result<(), ScenarioError> {
-    use qosnet_core::rether::TimingModel;
     let r = f.rether.as_ref().map(|r| r.get_ref());
     for (s, n) in nodes.iter().enumerate() {
         let NodeKind::Segment(seg) = &n.kind else { continue };
         if topo.members(s).is_empty() {
             continue;
         }
-        let m = TimingModel {
-            rate_bps: seg.capacity_bps,
-            per_packet: p.a,
-            per_message: p.b,
-            t_token: p.t_token,
-            framing: seg.framing,
-        };
+        let m = p.timing(seg.capacity_bps, seg.framing, topo.members(s).len());
         let token = m.wire_time(qosnet_core::rether::wire::TOKEN_FIXED + qosnet_core::wire::ETH_HDR);
         if p.t_token < token {
             return Err(cx.err(
