@@ -495,7 +495,11 @@ impl Forwarder {
         let m = dims.forwarders;
         Ok(Forwarder {
             filtered_traffic: 0,
-            dwfq: Dwfq::new(dims, cfg.weights.clone(), cfg.tie, cfg.proposer)?,
+            dwfq: {
+                let mut d = Dwfq::new(dims, cfg.weights.clone(), cfg.tie, cfg.proposer)?;
+                d.set_lazy(matches!(cfg.variant, Variant::Lds { .. }));
+                d
+            },
             fe_timeout: cfg.timeout(cfg.fe_timeout),
             master_timeout: cfg.timeout(cfg.master_timeout),
             queues: (0..dims.queues()).map(|_| VecDeque::new()).collect(),
