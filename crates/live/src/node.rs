@@ -162,7 +162,10 @@ pub fn open(
     }
     if o.emulate_cpu {
         if let Some((processing, queue)) = sc.nodes[i].cpu() {
-            h = h.with_cpu(Cpu::new(processing, queue), o.seed);
+            h = h.with_cpu(
+                Cpu::new(processing, queue).with_control(sc.control_processing(i)),
+                o.seed,
+            );
         }
     }
     Ok(h)

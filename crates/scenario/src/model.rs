@@ -412,6 +412,9 @@ pub struct StsdrParams {
     /// No-WFQ forwarders' heartbeat interval (DS frames with no state, so
     /// balancers and peers know they are alive; 0: none).
     pub heartbeat: Duration,
+    /// CPU time a balancer or forwarder spends on each DS frame it
+    /// receives (`None`: its `processing`, as any frame).
+    pub ds_processing: Option<Duration>,
     /// Fault injection: each forwarder loses each DS frame it receives
     /// with this probability (0: none).
     pub ds_loss: f64,
@@ -662,6 +665,18 @@ pub struct StaticRoute {
 }
 
 impl Scenario {
+    /// The CPU time of a control frame (an STSDR DS frame) at node `i`,
+    /// if the scenario gives it one of its own (`[stsdr] ds_processing`).
+    pub fn control_processing(&self, i: usize) -> Option<ProcDist> {
+        let node = self.nodes.get(i)?;
+        matches!(
+            node.kind,
+            NodeKind::StsdrBalancer(_) | NodeKind::StsdrForwarder(_)
+        )
+        .then_some(())
+        .and(self.stsdr.as_ref()?.ds_processing)
+        .map(ProcDist::Fixed)
+    }
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
     }

@@ -63,6 +63,7 @@ pub struct Stsdr {
     pub master_timeout: Option<S<String>>,
     pub balancer_timeout: Option<S<String>>,
     pub heartbeat: Option<S<String>>,
+    pub ds_processing: Option<S<String>>,
     pub ds_loss: Option<S<f64>>,
     pub costs: Option<S<StsdrCosts>>,
 }

@@ -172,7 +172,9 @@ pub(crate) fn make_node(
                 )
             })?;
             let (offset_ns, drift_ppm) = node.clock();
-            let cpu = node.cpu().map(|(dist, limit)| Cpu::new(dist, limit));
+            let cpu = node
+                .cpu()
+                .map(|(dist, limit)| Cpu::new(dist, limit).with_control(sc.control_processing(i)));
             (n, Clock { offset_ns, drift_ppm }, cpu, Clock::default())
         }
     })

@@ -82,6 +82,9 @@ pub struct Cpu {
     urgent: VecDeque<Job>,
     /// Whether the frame in service is the head of `urgent`.
     serving_urgent: bool,
+    /// Processing time of an `urgent` frame, if not `dist`'s: a control
+    /// frame is read and stored, not routed and queued.
+    control: Option<ProcDist>,
     /// When the frame in service is done, while busy.
     done_at: Option<Instant>,
     /// Frames refused because the input queue was full.
@@ -100,6 +103,7 @@ impl Cpu {
             queue: VecDeque::new(),
             urgent: VecDeque::new(),
             serving_urgent: false,
+            control: None,
             done_at: None,
             drops: 0,
             served: 0,
@@ -107,6 +111,18 @@ impl Cpu {
     }
     pub fn dist(&self) -> ProcDist {
         self.dist
+    }
+    /// Control frames (802.1Q priority 6–7) take `control` each instead
+    /// of the forwarding time (`None`: the same as data).
+    pub fn with_control(mut self, control: Option<ProcDist>) -> Self {
+        self.control = control;
+        self
+    }
+    fn sample(&self, urgent: bool, d: &mut dyn Draw) -> Duration {
+        match self.control {
+            Some(c) if urgent => c.sample(d),
+            _ => self.dist.sample(d),
+        }
     }
     /// Frames waiting or in service.
     pub fn len(&self) -> usize {
@@ -144,7 +160,7 @@ impl Cpu {
         lane.push_back(Job { port, frame, meta });
         if self.done_at.is_none() {
             self.serving_urgent = urgent;
-            self.done_at = Some(now + self.dist.sample(d));
+            self.done_at = Some(now + self.sample(urgent, d));
         }
         true
     }
@@ -177,7 +193,7 @@ impl Cpu {
         };
         self.served += 1;
         self.serving_urgent = !self.urgent.is_empty();
-        self.done_at = (!self.is_empty()).then(|| t + self.dist.sample(d));
+        self.done_at = (!self.is_empty()).then(|| t + self.sample(self.serving_urgent, d));
         Some((job.port, job.frame, job.meta))
     }
 }
@@ -223,6 +239,25 @@ mod tests {
         assert_eq!(c.poll_done(Instant(20), &mut d).unwrap().1, tagged);
         assert_eq!(c.poll_done(Instant(30), &mut d).unwrap().1, low);
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn control_frames_take_their_own_time() {
+        let mut c =
+            Cpu::new(ProcDist::Fixed(Duration(10)), 4).with_control(Some(ProcDist::Fixed(Duration(2))));
+        let mut d = Seq(0);
+        let mut tagged = vec![0u8; 60];
+        tagged[12] = 0x81;
+        tagged[14] = 7 << 5;
+        assert!(c.handle_frame(Instant(0), 0, tagged.clone(), Meta::default(), &mut d));
+        assert!(c.handle_frame(Instant(0), 0, vec![1; 60], Meta::default(), &mut d));
+        assert!(c.handle_frame(Instant(1), 0, tagged.clone(), Meta::default(), &mut d));
+        assert_eq!(c.poll_timeout(), Some(Instant(2)));
+        assert_eq!(c.poll_done(Instant(2), &mut d).unwrap().1, tagged);
+        // The second control frame overtakes the data frame, 2 units.
+        assert_eq!(c.poll_timeout(), Some(Instant(4)));
+        assert_eq!(c.poll_done(Instant(4), &mut d).unwrap().1, tagged);
+        assert_eq!(c.poll_timeout(), Some(Instant(14)));
     }
 
     #[test]

@@ -152,6 +152,7 @@ pub fn compare(run: &FairnessRun) -> Result<FairnessReport, String> {
     let (m, n, k) = (run.forwarders, run.outlinks, run.weights.len());
     let dims = Dims::new(m, n, k);
     let mut dwfq = Dwfq::new(dims, run.weights.clone(), run.tie, run.proposer)?;
+    dwfq.set_lazy(matches!(run.variant, Variant::Lds { .. }));
     let slots = match run.variant {
         Variant::NoWfq => return Err("fairness: no-WFQ mode has no schedule to compare".into()),
         Variant::Mds { slots: 0 } | Variant::Lds { packets: 0 } => {

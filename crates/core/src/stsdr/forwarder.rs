@@ -495,7 +495,11 @@ impl Forwarder {
         let m = dims.forwarders;
         Ok(Forwarder {
             filtered_traffic: 0,
-            dwfq: Dwfq::new(dims, cfg.weights.clone(), cfg.tie, cfg.proposer)?,
+            dwfq: {
+                let mut d = Dwfq::new(dims, cfg.weights.clone(), cfg.tie, cfg.proposer)?;
+                d.set_lazy(matches!(cfg.variant, Variant::Lds { .. }));
+                d
+            },
             fe_timeout: cfg.timeout(cfg.fe_timeout),
             master_timeout: cfg.timeout(cfg.master_timeout),
             queues: (0..dims.queues()).map(|_| VecDeque::new()).collect(),
@@ -722,6 +726,10 @@ impl Forwarder {
         let mut st = FeState::new(self.dims, self.stamp(now));
         let k = self.dims.classes;
         let budget = self.cfg.burst_budget();
+        // Entries are charged in link bytes (frame, FCS, preamble, IFG):
+        // WFQ shares link time, as qosnet's centralised WFQ does, and every
+        // forwarder can then time a round exactly from the DS state.
+        let framing = self.cfg.framing;
         for (q, queue) in self.queues.iter().enumerate() {
             let j = q / k;
             self.burst[q] = 0;
@@ -730,12 +738,16 @@ impl Forwarder {
             }
             match self.cfg.variant {
                 Variant::Lds { packets } => {
-                    let (mut n, mut bytes) = (0usize, 0u64);
+                    // The paper's budget (l packets or l·64 bytes) counts
+                    // frame bytes; the entry charges the burst's link bytes.
+                    let (mut n, mut bytes, mut link) = (0usize, 0u64, 0u64);
                     for p in queue.iter().take(packets as usize) {
-                        if bytes >= budget || bytes + p.pkt.len() as u64 > u16::MAX as u64 {
+                        let w = framing.wire_bytes(p.pkt.len());
+                        if bytes >= budget || link + w > u16::MAX as u64 {
                             break;
                         }
                         bytes += p.pkt.len() as u64;
+                        link += w;
                         n += 1;
                     }
                     if let Some(h) = queue.front() {
@@ -745,7 +757,7 @@ impl Forwarder {
                             q % k,
                             Entry {
                                 stamp: h.stamp,
-                                len: bytes as u32,
+                                len: link as u32,
                             },
                         );
                     }
@@ -757,7 +769,7 @@ impl Forwarder {
                             q % k,
                             Entry {
                                 stamp: p.stamp,
-                                len: p.pkt.len() as u32,
+                                len: framing.wire_bytes(p.pkt.len()) as u32,
                             },
                         );
                     }
@@ -958,7 +970,12 @@ impl Forwarder {
             _ => 1,
         };
         let head_ok = self.queues[q].front().is_some_and(|h| h.stamp == e.stamp);
-        let bytes: u64 = self.queues[q].iter().take(n).map(|p| p.pkt.len() as u64).sum();
+        let framing = self.cfg.framing;
+        let bytes: u64 = self.queues[q]
+            .iter()
+            .take(n)
+            .map(|p| framing.wire_bytes(p.pkt.len()))
+            .sum();
         if !head_ok || n == 0 || bytes != e.len as u64 {
             // Cannot happen while the queue's head only leaves through the
             // matching; counted rather than sending the wrong packets.
@@ -987,25 +1004,15 @@ impl Forwarder {
     /// size S whose largest frame is s, with per-byte times α (port) and β
     /// (link), the last bit leaves by max(α, β)·S + min(α, β)·s.
     fn round_time(&self, d: &Decision) -> Duration {
-        let f = self.cfg.framing;
-        let overhead = (f.fcs + f.preamble + f.ifg) as u64;
-        let lazy_pkts = match self.cfg.variant {
-            Variant::Lds { packets } => packets as u64,
-            _ => 1,
-        };
+        let lazy = matches!(self.cfg.variant, Variant::Lds { .. });
+        let largest_frame = self.cfg.framing.wire_bytes(self.cfg.max_frame() as usize);
         d.matched()
             .map(|p| {
-                let len = p.entry.len as u64;
-                // A burst's packet count is not on the wire: assume as many
-                // minimum-size frames as fit (the longest it can take).
-                let n = lazy_pkts
-                    .min(len.div_ceil(crate::wire::ETH_MIN_NO_FCS as u64))
-                    .max(1);
-                let total = len.max(crate::wire::ETH_MIN_NO_FCS as u64) + n * overhead;
-                let largest = len
-                    .min(self.cfg.max_frame())
-                    .max(crate::wire::ETH_MIN_NO_FCS as u64)
-                    + overhead;
+                // Entries are in link bytes (`snapshot`): a packet's, or an
+                // L-DS burst's total, whose largest frame is at most the
+                // largest frame allowed.
+                let total = p.entry.len as u64;
+                let largest = if lazy { total.min(largest_frame) } else { total };
                 let ol_rate = self
                     .cfg
                     .outlinks
@@ -1897,10 +1904,11 @@ mod tests {
             "{} rounds",
             f.counter("rounds")
         );
-        // L-DS: the matched queue sends l packets of 64 bytes (l·64 budget).
+        // L-DS: the matched queue sends l packets of 60-byte frames (the
+        // l·64 budget is not reached), charged their link bytes (+ 24 each).
         for r in lds.fe(0).rounds().iter().filter(|r| r.cycle > 1 && r.cycle < 5) {
             for p in &r.picks {
-                assert_eq!(p.3.len, 25 * 60, "a burst of 25 60-byte frames");
+                assert_eq!(p.3.len, 25 * (60 + 24), "a burst of 25 60-byte frames");
             }
         }
         let (s, md, l, nw) = (

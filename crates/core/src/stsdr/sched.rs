@@ -25,8 +25,9 @@
 //!   v_ijk = S_jk + L / w_k (the paper's v_ijk);
 //! - when a class-k packet with tag v goes out on OL_j: S_jk := v and
 //!   V_j := max(V_j, v);
-//! - a class with no visible packet at any forwarder at the end of a round
-//!   is idle; when it is next seen backlogged it starts at
+//! - a class that a freshly exchanged view shows at no forwarder is idle
+//!   (one the matching just took out of the view is not: its queues may
+//!   hold more); when it is next seen backlogged it starts at
 //!   S_jk := max(S_jk, V_j) (SCFQ's max(F_prev, V(arrival))).
 //!
 //! Tags are computed when a packet is *seen* (in a DS frame), not when it
@@ -212,8 +213,12 @@ pub struct VirtualClocks {
     weights: Vec<u32>,
     v: Vec<u128>,
     start: Vec<u128>,
-    /// Class had a visible packet at the end of the last round.
+    /// Class is backlogged as far as the views show (see `begin_round`).
     backlogged: Vec<bool>,
+    /// Class was sent since the last fresh view: a view that no longer
+    /// shows it (its entries were taken by the matching) says nothing
+    /// about whether its queues hold more.
+    served: Vec<bool>,
 }
 
 impl VirtualClocks {
@@ -231,6 +236,7 @@ impl VirtualClocks {
             v: vec![VT_BASE; outlinks],
             start: vec![VT_BASE; nk],
             backlogged: vec![false; nk],
+            served: vec![false; nk],
         })
     }
     pub fn classes(&self) -> usize {
@@ -256,13 +262,28 @@ impl VirtualClocks {
         let w = self.weights.get(class).copied().unwrap_or(1).max(1) as u128;
         self.start_tag(ol, class) + len as u128 * VT_PER_BYTE / w
     }
-    /// Classes seen idle at the end of the last round start from the
-    /// clock: S_jk := max(S_jk, V_j).
-    fn begin_round(&mut self) {
+    /// A class that becomes backlogged starts from the clock: S_jk :=
+    /// max(S_jk, V_j). `fresh`: `view` was just exchanged (round 0 of a
+    /// cycle). A class is idle when a view does not show it and either
+    /// the view is fresh or nothing of the class was sent since the last
+    /// fresh one. A class whose entries the matching took stays backlogged
+    /// until a fresh view says otherwise: treating it as newly backlogged
+    /// when its next packet shows up would reset S_jk to V_j and lose it
+    /// the credit of its last service whenever V_j has run ahead of it
+    /// (several links, or L-DS, where V_j follows the largest burst).
+    fn begin_round(&mut self, view: &View, fresh: bool) {
         let k = self.classes();
-        for (i, s) in self.start.iter_mut().enumerate() {
-            if !self.backlogged[i] {
-                *s = (*s).max(self.v[i / k]);
+        for i in 0..self.start.len() {
+            if view.visible(i / k, i % k) {
+                if !self.backlogged[i] {
+                    self.start[i] = self.start[i].max(self.v[i / k]);
+                }
+                self.backlogged[i] = true;
+            } else if fresh || !self.served[i] {
+                self.backlogged[i] = false;
+            }
+            if fresh {
+                self.served[i] = false;
             }
         }
     }
@@ -271,12 +292,7 @@ impl VirtualClocks {
         if let (Some(s), Some(v)) = (self.start.get_mut(ol * k + class), self.v.get_mut(ol)) {
             *s = tag;
             *v = (*v).max(tag);
-        }
-    }
-    fn end_round(&mut self, view: &View) {
-        let k = self.classes();
-        for (i, b) in self.backlogged.iter_mut().enumerate() {
-            *b = view.visible(i / k, i % k);
+            self.served[ol * k + class] = true;
         }
     }
     /// S_jk − V_j for every (link, class), link-major, saturated to `i64`:
@@ -347,8 +363,12 @@ pub struct Pick {
     pub ol: usize,
     pub class: usize,
     pub entry: Entry,
-    /// Its virtual finish time v_ijk.
+    /// Its virtual finish time v_ijk (in L-DS, of the whole burst): the
+    /// class's start tag after it is sent.
     pub tag: u128,
+    /// What phase 2 and VSORT rank it by: `tag`, or in L-DS the class's
+    /// start tag (see [`Dwfq::set_lazy`]).
+    pub rank: u128,
     /// Its age at FE_i (ASORT key, larger is earlier).
     pub age: u32,
 }
@@ -532,6 +552,7 @@ pub struct Dwfq {
     clocks: VirtualClocks,
     tie: TieBreak,
     proposer: Proposer,
+    lazy: bool,
 }
 
 impl Dwfq {
@@ -551,7 +572,17 @@ impl Dwfq {
             clocks: VirtualClocks::new(dims.outlinks, weights)?,
             tie,
             proposer,
+            lazy: false,
         })
+    }
+    /// L-DS (§V-B): "the packet selection and link assignment happen as
+    /// described in Section IV", then l packets go out. So picks are
+    /// ranked as their queue's head-of-line packet would be, by the
+    /// class's start tag S_jk, not by the finish of the whole burst their
+    /// entry reports (which would make the matching prefer queues with
+    /// short bursts); the burst is charged in full when sent.
+    pub fn set_lazy(&mut self, lazy: bool) {
+        self.lazy = lazy;
     }
     pub fn dims(&self) -> Dims {
         self.dims
@@ -572,19 +603,25 @@ impl Dwfq {
             .filter_map(|k| {
                 let e = st.head(ol, k)?;
                 let tag = self.clocks.finish_tag(ol, k, e.len);
+                let rank = if self.lazy {
+                    self.clocks.start_tag(ol, k)
+                } else {
+                    tag
+                };
                 let age = st.age(e);
                 let tb = match self.tie {
                     TieBreak::Deterministic => (u32::MAX - age) as u64,
                     TieBreak::Random { seed } => draw(seed, key, DRAW_CLASS, fe, ol, k),
                 };
                 Some((
-                    (tag, tb, k),
+                    (rank, tb, k),
                     Pick {
                         fe,
                         ol,
                         class: k,
                         entry: e,
                         tag,
+                        rank,
                         age,
                     },
                 ))
@@ -598,7 +635,7 @@ impl Dwfq {
     /// idle are brought up to their link's clock first, as the round
     /// begins.
     pub fn decide(&mut self, view: &View, key: RoundKey) -> Decision {
-        self.clocks.begin_round();
+        self.clocks.begin_round(view, key.round == 0);
         let (m, n) = (self.dims.forwarders, self.dims.outlinks);
         let mut picks = vec![None; m * n];
         for fe in 0..m {
@@ -644,7 +681,7 @@ impl Dwfq {
                             .map(|q| q.entry.len as u64)
                             .sum();
                         let w = self.clocks.weights().get(p.class).copied().unwrap_or(1).max(1) as u128;
-                        Some((p.tag + ahead as u128 * VT_PER_BYTE / w, tb(DRAW_VSORT, i, j), i))
+                        Some((p.rank + ahead as u128 * VT_PER_BYTE / w, tb(DRAW_VSORT, i, j), i))
                     })
                     .collect();
                 ys.sort_unstable();
@@ -671,7 +708,6 @@ impl Dwfq {
                 st.pop(p.ol, p.class);
             }
         }
-        self.clocks.end_round(view);
     }
 
     /// One scheduling round: [`decide`](Self::decide) then
@@ -751,6 +787,52 @@ mod tests {
         assert_eq!(view.get(1).unwrap().head(0, 1), None);
         assert_eq!(s.clocks().clock(0), VT_BASE + 64 * VT_PER_BYTE);
         assert_eq!(s.clocks().start_tag(1, 2), VT_BASE + 100 * VT_PER_BYTE);
+    }
+
+    /// L-DS ranks a pick as its head-of-line packet (by the class's start
+    /// tag) and charges the whole burst: a queue whose burst is long is
+    /// not passed over for one whose burst is short, and the long burst's
+    /// class then waits its full charge.
+    #[test]
+    fn lds_ranks_by_start_tag_and_charges_the_burst() {
+        let d = dims(1, 1, 2);
+        let view = |a: u32, b: u32| {
+            let mut st = FeState::new(d, 100);
+            st.push(0, 0, e(10, a)); // older
+            st.push(0, 1, e(20, b));
+            let mut v = View::new(d);
+            v.set(0, Some(st));
+            v
+        };
+        // By finish tag (S-DS/M-DS ranking), the short burst goes first.
+        let mut s = Dwfq::new(d, vec![1, 1], TieBreak::Deterministic, Proposer::Forwarders).unwrap();
+        assert_eq!(
+            s.round(&mut view(2000, 100), RoundKey::default())
+                .matched_pick(0)
+                .unwrap()
+                .class,
+            1
+        );
+        // Lazy: equal start tags, the older head goes first, charged 2000 B.
+        let mut s = Dwfq::new(d, vec![1, 1], TieBreak::Deterministic, Proposer::Forwarders).unwrap();
+        s.set_lazy(true);
+        let mut v = view(2000, 100);
+        let dec = s.round(&mut v, RoundKey::default());
+        assert_eq!(dec.matched_pick(0).unwrap().class, 0);
+        assert_eq!(s.clocks().start_tag(0, 0), VT_BASE + 2000 * VT_PER_BYTE);
+        // Then class 1 until it has caught up by 2000 B (20 bursts of 100).
+        let mut order = Vec::new();
+        for r in 1..=21u16 {
+            // A fresh view each round, as each S-DS/L-DS cycle exchanges.
+            let mut v = view(2000, 100);
+            let key = RoundKey {
+                cycle: r as u32,
+                round: 0,
+            };
+            order.push(s.round(&mut v, key).matched_pick(0).unwrap().class);
+        }
+        assert_eq!(order[..20], [1; 20]);
+        assert_eq!(order[20], 0);
     }
 
     /// Stamps compare by age against the sender's reference, so a wrap of

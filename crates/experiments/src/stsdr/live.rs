@@ -23,7 +23,7 @@ use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
 use qosnet_scenario::results::Results;
 use qosnet_scenario::Scenario;
 
-use super::sim::{measure, sim_jobs};
+use super::sim::{measure, ol1_class_bytes, ol1_fairness, shares, sim_jobs};
 use super::SCENARIOS;
 use crate::report;
 use crate::run;
@@ -33,14 +33,26 @@ use crate::RunOptions;
 const LIVE_LDS: usize = 4;
 const LIVE_NOWFQ: usize = 5;
 
-/// The configurations of each round: name, scenario, extra `--set`s.
+/// The configurations of each round: name, scenario, extra `--set`s. The
+/// first [`THROUGHPUT`] are Table IV's; the last two offer class 1 twice
+/// the others' load on every OL for the live fairness table (as the
+/// simulated DS-loss table does).
 fn configs() -> Vec<(&'static str, usize, Vec<String>)> {
+    let double: Vec<String> = ["g1", "g2"]
+        .iter()
+        .flat_map(|g| (1..=3).map(move |j| format!("flow.{g}_ol{j}_c1*.rate=832pps")))
+        .collect();
     vec![
         ("no WFQ", LIVE_NOWFQ, vec![]),
         ("L-DS l=25", LIVE_LDS, vec![]),
         ("L-DS l=100", LIVE_LDS, vec!["stsdr.l=100".into()]),
+        ("L-DS 25 2x", LIVE_LDS, double.clone()),
+        ("no WFQ 2x", LIVE_NOWFQ, double),
     ]
 }
+
+/// How many of [`configs`] are Table IV's throughput configurations.
+const THROUGHPUT: usize = 3;
 
 /// A scenario written where the node processes can read it; removed on
 /// drop.
@@ -233,7 +245,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         "sim %",
         "± noise %"
     );
-    for c in 1..cfgs.len() {
+    for c in 1..THROUGHPUT {
         let spread = spread_pct(&points[c].iter().map(|x| x.kpps).collect::<Vec<_>>());
         outln!(
             "{:<11} {:>10.1} {:>10.1} {:>12.1}",
@@ -242,6 +254,56 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             100.0 * sim_kpps[c] / sim_kpps[0].max(1e-12),
             // Two configurations' spreads add up in their ratio.
             base_spread + spread
+        );
+    }
+    // Table V on a live OL: with class 1 offered twice the others' load
+    // and every class offered more than a third of what the forwarders
+    // send, GPS with equal weights (and so centralised WFQ, within a
+    // packet) gives each class a third of OL_1's bytes; no WFQ serves
+    // arrivals (50/25/25 %).
+    outln!("\nTable V on a live OL (beyond the paper's scheduling-level table): class 1 offered 2x, equal weights;");
+    outln!("shares of the bytes the sink on OL_1 received in the window, all rounds together; GPS / centralised WFQ: 33.33 % each");
+    outln!(
+        "{:<11} {:>6} {:>9} {:>9} {:>9} {:>16} {:>10} {:>28}",
+        "config",
+        "",
+        "class 1 %",
+        "class 2 %",
+        "class 3 %",
+        "max off 1/3 (pt)",
+        "Jain",
+        "max off 1/3 by round (pt)"
+    );
+    for (c, (name, _, _)) in cfgs.iter().enumerate().skip(THROUGHPUT) {
+        let mut bytes = [0.0f64; 3];
+        let mut by_round = Vec::new();
+        for p in &points[c] {
+            let b = ol1_class_bytes(&p.results);
+            bytes.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+            by_round.push(format!("{:.2}", ol1_fairness(&p.results).1));
+        }
+        let (sh, off, jain) = shares(bytes);
+        outln!(
+            "{:<11} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>16.2} {:>10.5} {:>28}",
+            name,
+            "live",
+            sh[0],
+            sh[1],
+            sh[2],
+            off,
+            jain,
+            by_round.join(" ")
+        );
+        let (sh, off, jain) = ol1_fairness(&sims[c].1);
+        outln!(
+            "{:<11} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>16.2} {:>10.5}",
+            "",
+            "sim",
+            sh[0],
+            sh[1],
+            sh[2],
+            off,
+            jain
         );
     }
     let w = &noise.wait_lateness;
@@ -254,7 +316,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     );
     // Every run's DS cycle counters, briefly: the cycle ran on every
     // forwarder of every L-DS run.
-    for (c, (name, _, _)) in cfgs.iter().enumerate().skip(1) {
+    for (c, (name, _, _)) in cfgs.iter().enumerate().filter(|(_, (_, i, _))| *i == LIVE_LDS) {
         let cycles: Vec<String> = points[c]
             .iter()
             .map(|p| {

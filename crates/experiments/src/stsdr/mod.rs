@@ -21,6 +21,7 @@ pub(crate) static SCENARIOS: &[Embedded] = &[
     embed!("scenarios/stsdr/nowfq.toml"),
     embed!("scenarios/stsdr/live.toml"),
     embed!("scenarios/stsdr/live-nowfq.toml"),
+    embed!("scenarios/stsdr/kill.toml"),
 ];
 
 pub static EXPERIMENT: Experiment = Experiment {

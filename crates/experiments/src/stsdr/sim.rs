@@ -239,6 +239,10 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         v.push(format!("stsdr.t_br={t}"));
         jobs.push((2, v));
     }
+    // Node failures (scenarios/stsdr/kill.toml): the master killed for
+    // good, another forwarder killed and restarted.
+    let kill_at = jobs.len();
+    jobs.push((KILL, vec![]));
     let runs = run::parallel(sim_jobs(jobs, &sets))?;
     let t: Vec<Tput> = runs.iter().map(|(sc, r)| measure(sc, r)).collect();
 
@@ -407,7 +411,8 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         curve.push((l, x.kpps, diff, lag));
     }
     print_ds_loss(&runs[loss_base..tbr_base]);
-    let tbr_curve = print_tbr(&runs[tbr_base..]);
+    let tbr_curve = print_tbr(&runs[tbr_base..kill_at]);
+    print_kills(&runs[kill_at]);
     if let Some(dir) = &o.out {
         let dir = dir.join("stsdr");
         std::fs::create_dir_all(&dir)?;
@@ -418,13 +423,81 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     Ok(())
 }
 
+/// The node-failure scenario (index into [`SCENARIOS`]).
+const KILL: usize = 6;
+
+/// What the kills did, from the run's counters (§IV-A's robustness and
+/// the election and re-hashing beyond it).
+fn print_kills((sc, r): &(Scenario, Results)) {
+    outln!(
+        "\nNode failures in the simulator ({}, beyond the paper): {}",
+        SCENARIOS[KILL].path,
+        sc.description
+    );
+    let ms = |d: qosnet_core::time::Duration| d.0 as f64 / 1e6;
+    let faults: Vec<String> = sc
+        .kills
+        .iter()
+        .map(|k| {
+            let name = sc.nodes.get(k.node).map_or("?", |n| n.name.as_str());
+            match k.restart {
+                Some(t) => format!("{name} killed at {} ms, restarted at {} ms", ms(k.at), ms(t)),
+                None => format!("{name} killed at {} ms for good", ms(k.at)),
+            }
+        })
+        .collect();
+    outln!("faults: {}", faults.join("; "));
+    let cols = [
+        ("killed", "killed"),
+        ("restarted", "restarted"),
+        ("down_at_end", "down at end"),
+        ("is_master", "master"),
+        ("elections_won", "elected"),
+        ("master_lost", "master lost"),
+        ("fe_declared_dead", "FE dead"),
+        ("fe_revived", "FE revived"),
+        ("lost_held_at_kill", "lost held"),
+        ("lost_arriving_while_down", "lost arriving"),
+        ("fe_down", "FE down"),
+        ("fe_up", "FE up"),
+        ("rehashed", "rehashed"),
+    ];
+    let mut head = format!("{:<5}", "node");
+    for (_, t) in cols {
+        head += &format!(" {t:>13}");
+    }
+    outln!("{head}");
+    for n in r
+        .nodes
+        .iter()
+        .filter(|n| n.name.starts_with("fe") || n.name.starts_with("lb"))
+    {
+        let mut line = format!("{:<5}", n.name);
+        for (k, _) in cols {
+            line += &format!(" {:>13}", n.counters.get(k).copied().unwrap_or(0));
+        }
+        outln!("{line}");
+    }
+    let sent: u64 = r.flows.iter().map(|f| f.sent).sum();
+    let received: u64 = r.flows.iter().map(|f| f.received).sum();
+    outln!(
+        "flows: {sent} packets sent, {received} received ({:.1} %); a killed forwarder's queued and arriving packets are the lost ones",
+        100.0 * received as f64 / sent.max(1) as f64
+    );
+}
+
 /// T_br values of the T_br-vs-fairness table (72 us: the paper's).
 const TBR_CURVE: [&str; 4] = ["36us", "72us", "144us", "288us"];
 
 /// Shares of OL_1's bytes per class (%), the worst distance of a share
 /// from 1/3 (points) and Jain's index over the three classes.
-fn ol1_fairness(r: &Results) -> ([f64; 3], f64, f64) {
-    let b = ol1_class_bytes(r);
+pub(super) fn ol1_fairness(r: &Results) -> ([f64; 3], f64, f64) {
+    shares(ol1_class_bytes(r))
+}
+
+/// Shares (%) of bytes per class, the worst distance from 1/3 (points) and
+/// Jain's index.
+pub(super) fn shares(b: [f64; 3]) -> ([f64; 3], f64, f64) {
     let tot: f64 = b.iter().sum::<f64>().max(1e-9);
     let jain = tot * tot / (3.0 * b.iter().map(|x| x * x).sum::<f64>().max(1e-9));
     let off = b
@@ -471,7 +544,7 @@ fn print_tbr(runs: &[(Scenario, Results)]) -> Vec<(String, f64, f64)> {
 const DS_LOSS: [f64; 5] = [0.0, 0.05, 0.10, 0.15, 0.20];
 
 /// Bytes per class delivered on OL_1 (flows `*_ol1_c<k>_*`) in the window.
-fn ol1_class_bytes(r: &Results) -> [f64; 3] {
+pub(super) fn ol1_class_bytes(r: &Results) -> [f64; 3] {
     let iv = (r.duration_s - r.warmup_s).max(1e-9);
     let mut b = [0.0; 3];
     for f in &r.flows {

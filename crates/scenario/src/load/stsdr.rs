@@ -301,6 +301,7 @@ pub(super) fn stsdr(
         master_timeout: opt(&s.master_timeout, "master_timeout")?,
         balancer_timeout: opt(&s.balancer_timeout, "balancer_timeout")?.unwrap_or(Duration::from_millis(10)),
         heartbeat: opt(&s.heartbeat, "heartbeat")?.unwrap_or(Duration::from_millis(1)),
+        ds_processing: opt(&s.ds_processing, "ds_processing")?,
         ds_loss,
     }))
 }
