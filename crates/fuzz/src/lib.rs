@@ -30,7 +30,7 @@ use qosnet_core::wire::{self, MacAddr};
 use qosnet_core::{Duration, Instant, Meta};
 use qosnet_scenario::build::{build_node, BuildOpts, Setup};
 use qosnet_scenario::topo::Network;
-use qosnet_scenario::{load_str, Scenario};
+use qosnet_scenario::{load_str, Scenario, SetBase};
 
 /// Inputs longer than this are cut: a jumbo frame, or a scenario file of a
 /// size users write, is well inside it.
@@ -320,8 +320,12 @@ pub fn set(data: &[u8]) {
     let data = &data[..data.len().min(4096)];
     let text = String::from_utf8_lossy(data);
     let sets: Vec<String> = text.lines().take(16).map(str::to_string).collect();
-    let base_lines = SET_BASE.lines().count();
-    match load_str("line.toml", SET_BASE, &sets) {
+    // The shipped file is parsed once (`SetBase`), not once per input.
+    static BASE: OnceLock<(SetBase<'static>, usize)> = OnceLock::new();
+    let (base, base_lines) =
+        BASE.get_or_init(|| (SetBase::new("line.toml", SET_BASE), SET_BASE.lines().count()));
+    let base_lines = *base_lines;
+    match base.load(&sets) {
         Err(e) => {
             if e.file == "line.toml" {
                 assert!(e.line <= base_lines + 1, "{e}: line past the end of the file");
