@@ -4,6 +4,7 @@
 //! harnesses (issue 10); `perf record` on it shows where one input goes.
 //!
 //!   cargo run --release -p qosnet-fuzz --example rate -- TARGET ROUNDS DIR...
+use std::io::Write;
 use std::time::Instant;
 
 fn main() {
@@ -42,7 +43,10 @@ fn main() {
     }
     let total = t0.elapsed().as_secs_f64();
     let n = (inputs.len() * rounds) as f64;
-    println!(
+    // Write errors (a closed pipe: `| head -1`) end the report quietly.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
         "{name}: {} inputs x {rounds} rounds in {total:.2} s: {:.0} inputs/s, {:.1} us/input",
         inputs.len(),
         n / total,
@@ -50,7 +54,8 @@ fn main() {
     );
     per.sort_by(|a, b| b.0.total_cmp(&a.0));
     for (t, k) in per.iter().take(8) {
-        println!(
+        let _ = writeln!(
+            out,
             "  {:>10.1} us  {}",
             t / rounds as f64 * 1e6,
             inputs[*k].0.display()
