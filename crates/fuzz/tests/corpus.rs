@@ -109,3 +109,57 @@ fn feed_catches_an_unbounded_burst() {
     });
     assert!(r.is_err(), "an unbounded burst went unnoticed");
 }
+
+/// A node with its own clock (a timer always 1 µs ahead, as an STSDR
+/// forwarder's cycle) takes all 64 steps of every frame, so the `node`
+/// target's step budget (MAX_STEPS) is what ends a long input of it; a
+/// quiet node takes one step per frame.
+#[test]
+fn feed_counts_timer_steps() {
+    use qosnet_core::node::{Ledger, Node, PortReport, Transmit};
+    use qosnet_core::{Duration, Instant, Meta, Packet};
+    struct Ticker(bool);
+    impl Node for Ticker {
+        fn name(&self) -> &str {
+            "ticker"
+        }
+        fn port_count(&self) -> usize {
+            1
+        }
+        fn handle_frame(&mut self, _: Instant, _: u16, _: Vec<u8>, _: Meta) {}
+        fn handle_send(&mut self, _: Instant, _: Packet) {}
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_transmit(&mut self, _: Instant) -> Option<Transmit> {
+            None
+        }
+        fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+            self.0.then(|| now + Duration::from_micros(1))
+        }
+        fn counters(&self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+        fn port_report(&self, _: u16) -> PortReport {
+            PortReport::default()
+        }
+        fn ledger(&self) -> Ledger {
+            Ledger::default()
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+            self
+        }
+    }
+    let mut now = Instant(0);
+    assert_eq!(
+        qosnet_fuzz::feed(&mut Ticker(true), &mut now, 0, vec![0; 60], 1),
+        64
+    );
+    assert_eq!(now, Instant(0) + Duration::from_micros(64));
+    assert_eq!(
+        qosnet_fuzz::feed(&mut Ticker(false), &mut now, 0, vec![0; 60], 2),
+        1
+    );
+    const { assert!(qosnet_fuzz::MAX_STEPS / 64 < qosnet_fuzz::MAX_FRAMES) };
+}

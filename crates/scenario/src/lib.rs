@@ -15,5 +15,5 @@ pub mod tdpplan;
 pub mod topo;
 pub mod units;
 
-pub use load::{load_file, load_str, ScenarioError};
+pub use load::{load_file, load_str, ScenarioError, SetBase};
 pub use model::*;

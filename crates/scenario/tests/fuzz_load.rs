@@ -17,7 +17,7 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use qosnet_scenario::{load_str, tdpplan, topo::Network};
+use qosnet_scenario::{load_str, tdpplan, topo::Network, SetBase};
 
 fn cases() -> u32 {
     std::env::var("QOSNET_FUZZ_CASES")
@@ -198,6 +198,28 @@ proptest! {
                 let sim = qosnet_sim::Sim::new(sc);
                 prop_assert!(sim.is_ok(), "loaded but the simulator refused: {:?}", sim.err());
             }
+        }
+    }
+
+    /// A file parsed once (`SetBase`, what the `set` AFL target uses)
+    /// loads with any `--set` list exactly as `load_str` does, errors
+    /// included.
+    #[test]
+    fn set_base_loads_as_load_str(
+        seed in any::<usize>(),
+        edits in prop::collection::vec(edit(), 0..3),
+        sets in prop::collection::vec((any::<usize>(), any::<usize>()), 0..3),
+    ) {
+        let seeds = seeds();
+        let text = apply(&seeds, seed, &edits);
+        let sets: Vec<String> = sets
+            .iter()
+            .map(|(k, v)| format!("{}={}", KEYS[k % KEYS.len()], EXTREMES[v % EXTREMES.len()]))
+            .collect();
+        let base = SetBase::new("fuzz.toml", &text);
+        for _ in 0..2 {
+            let (a, b) = (load_str("fuzz.toml", &text, &sets), base.load(&sets));
+            prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
         }
     }
 

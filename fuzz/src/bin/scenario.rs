@@ -2,5 +2,7 @@
 //! alone, it reads one input from standard input: `scenario < FILE` replays a
 //! crash.
 fn main() {
+    // Before the fork server: one-time set-up is not redone per restart.
+    qosnet_fuzz::warm_up("scenario");
     afl::fuzz!(|data: &[u8]| qosnet_fuzz::scenario(data));
 }

@@ -410,6 +410,7 @@ counters! {
     TokenRegenerations => "token_regenerations",
     DuplicateTokensDropped => "duplicate_tokens_dropped",
     StaleTokensIgnored => "stale_tokens_ignored",
+    ForeignTrtTokensDropped => "foreign_trt_tokens_dropped",
     TokenAdopted => "token_adopted",
     TokensDestroyed => "tokens_destroyed",
     SwitchToCsmaSent => "switch_to_csma_sent",
@@ -1297,6 +1298,16 @@ impl RetherStation {
 
     fn on_token(&mut self, now: Instant, arrival: Instant, t: Token) {
         let me = self.cfg.id;
+        // The TRT is the segment's (one `[rether] trt` for every station):
+        // a token carrying another is not this segment's. Adopting it
+        // would also trust its cycle budget: a token announcing a TRT of
+        // 2^63 ns let a lone holder make 6.7 M idle NRT visits to itself
+        // at one instant (the run_token guard hit 67 times for one frame;
+        // found by the node fuzz target).
+        if t.trt != self.cfg.trt {
+            self.inc(Ctr::ForeignTrtTokensDropped);
+            return;
+        }
         let stamp = t.stamp();
         // The wire's token passing time: the previous frame handed `t`'s
         // sender an NRT turn, and nothing came between (an idle visit;

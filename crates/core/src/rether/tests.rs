@@ -1168,3 +1168,51 @@ fn a_station_left_without_a_token_revokes_its_sessions() {
     bus.st(2).admit(now, s).unwrap();
     assert_eq!(bus.st(2).mode(), ModeKind::Initiating);
 }
+
+/// A token announcing another TRT than the segment's is dropped and
+/// counted, not adopted: one announcing 2^63 ns (found by the node fuzz
+/// target) made a lone holder spin through millions of idle NRT visits to
+/// itself at one instant. The same token with the segment's TRT is
+/// adopted.
+#[test]
+fn a_token_with_a_foreign_trt_is_dropped() {
+    use super::station::RetherStation;
+    use super::wire::{self as rw, Frame, NodeEntry, Token, TokenId, GROUP_MAC, NRT_PHASE};
+    use crate::node::Node;
+    use crate::packet::Meta;
+    let cfg = Bus::config(2, 3);
+    let trt = cfg.trt;
+    let token = |trt: Duration| Token {
+        sender: 1,
+        to: 2,
+        id: TokenId { epoch: 1, origin: 1 },
+        seq: 1,
+        cycle: 1,
+        residual: trt,
+        trt,
+        t_nrt: Duration::ZERO,
+        flags: 0,
+        rt_next: NRT_PHASE,
+        nrt_resume: 1,
+        nodes: (1..=3).map(|id| NodeEntry { id, alive: true }).collect(),
+        sessions: Vec::new(),
+    };
+    for (t, foreign) in [(Duration(1 << 63), true), (trt + trt, true), (trt, false)] {
+        let mut st = RetherStation::new(cfg.clone()).unwrap();
+        let f = rw::build(MacAddr::local(1), GROUP_MAC, &Frame::Token(token(t))).unwrap();
+        st.handle_frame(ms(1), 0, f, Meta::default());
+        st.handle_timeout(ms(1));
+        assert_eq!(
+            st.counter(Ctr::ForeignTrtTokensDropped),
+            foreign as u64,
+            "trt {t:?}"
+        );
+        assert_eq!(st.counter(Ctr::TokenAdopted), !foreign as u64, "trt {t:?}");
+        assert!(
+            st.counter(Ctr::TokenVisits) < 1000,
+            "trt {t:?}: {} visits",
+            st.counter(Ctr::TokenVisits)
+        );
+        assert_eq!(st.counter(Ctr::RunLimit), 0, "trt {t:?}");
+    }
+}

@@ -402,19 +402,63 @@ pub fn load_file(path: &str, sets: &[String]) -> Result<Scenario, ScenarioError>
 /// refuse the same files with the same messages.
 pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let applied;
-    let (text, map) = if sets.is_empty() {
-        (text, None)
-    } else {
-        applied = apply_sets(file, text, sets)?;
-        let lines = map_lines(text, &applied);
-        (
-            applied.as_str(),
-            Some(SetMap {
-                sets: sets.to_vec(),
-                lines,
-            }),
-        )
+    if sets.is_empty() {
+        return load_applied(file, text, None, sets);
+    }
+    let applied = apply_sets(file, text, sets)?;
+    load_applied(file, text, Some(applied), sets)
+}
+
+/// A scenario file parsed once (as a TOML document), to be loaded with
+/// many `--set` lists: [`SetBase::load`] is `load_str(file, text, sets)`
+/// without parsing the file again for each list. The `set` fuzz target
+/// (issue 10) loads one shipped scenario with every input.
+pub struct SetBase<'a> {
+    file: String,
+    text: &'a str,
+    doc: Result<toml_edit::DocumentMut, ScenarioError>,
+}
+
+impl<'a> SetBase<'a> {
+    pub fn new(file: &str, text: &'a str) -> SetBase<'a> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        SetBase {
+            file: file.to_string(),
+            text,
+            doc: parse_doc(file, text),
+        }
+    }
+
+    /// The scenario with `sets` applied, as `load_str` loads it.
+    pub fn load(&self, sets: &[String]) -> Result<Scenario, ScenarioError> {
+        if sets.is_empty() {
+            return load_applied(&self.file, self.text, None, sets);
+        }
+        let applied = apply_sets_doc(self.doc.clone()?, sets)?;
+        load_applied(&self.file, self.text, Some(applied), sets)
+    }
+}
+
+/// `load_str` after `--set`: `text` is the file (BOM removed), `applied`
+/// the file with `sets` applied, if any.
+fn load_applied(
+    file: &str,
+    text: &str,
+    applied: Option<String>,
+    sets: &[String],
+) -> Result<Scenario, ScenarioError> {
+    let (text, map) = match &applied {
+        None => (text, None),
+        Some(a) => {
+            let lines = map_lines(text, a);
+            (
+                a.as_str(),
+                Some(SetMap {
+                    sets: sets.to_vec(),
+                    lines,
+                }),
+            )
+        }
     };
     let cx = Ctx {
         file,
@@ -555,7 +599,12 @@ pub fn apply_sets(file: &str, text: &str, sets: &[String]) -> Result<String, Sce
     if sets.is_empty() {
         return Ok(text.to_string());
     }
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+    apply_sets_doc(parse_doc(file, text)?, sets)
+}
+
+/// `text` as a TOML document `--set` can edit.
+fn parse_doc(file: &str, text: &str) -> Result<toml_edit::DocumentMut, ScenarioError> {
+    text.parse().map_err(|e: toml_edit::TomlError| {
         let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
         ScenarioError {
             file: file.into(),
@@ -564,7 +613,11 @@ pub fn apply_sets(file: &str, text: &str, sets: &[String]) -> Result<String, Sce
             msg: toml_message(e.message(), text, e.span().map(|s| s.start).unwrap_or(0)),
             hint: "fix the TOML syntax".into(),
         }
-    })?;
+    })
+}
+
+/// `apply_sets` on the parsed file.
+fn apply_sets_doc(mut doc: toml_edit::DocumentMut, sets: &[String]) -> Result<String, ScenarioError> {
     for (k, s) in sets.iter().enumerate() {
         let set_err = |msg: String, hint: &str| ScenarioError {
             file: format!("--set {s}"),
