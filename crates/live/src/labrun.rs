@@ -1034,6 +1034,8 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     let mut opts_rt = opts.clone();
     let (mut tester_cpu, mut tester_fifo) = (None, None);
     let mut locked = false;
+    // Lives to the end of the run; restores the kernel's budget on drop.
+    let mut rt_throttle = None;
     if opts.traffic == TrafficSource::Tester && opts.realtime {
         let pl = crate::rt::placement();
         rt_notes.extend(pl.note.clone());
@@ -1054,6 +1056,23 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
                 rt_notes.push("memory locked (mlockall)".into());
             }
             Err(e) => rt_notes.push(format!("memory not locked: mlockall: {e}")),
+        }
+        // Busy-polling under SCHED_FIFO with no budget would hold its core
+        // against the kernel's own work there: keep the throttle then.
+        if opts.driver.busy_poll {
+            rt_notes.push("RT throttling kept (--busy-poll)".into());
+        } else {
+            match crate::rt::RtThrottleLifted::lift() {
+                Ok(Some(g)) => {
+                    rt_notes.push(format!(
+                        "RT throttling lifted for the run (was {} us per period)",
+                        g.old()
+                    ));
+                    rt_throttle = Some(g);
+                }
+                Ok(None) => rt_notes.push("RT throttling already off".into()),
+                Err(e) => rt_notes.push(format!("RT throttling kept: {e}")),
+            }
         }
         if opts.processes.is_some() {
             rt_notes.push(
@@ -1231,6 +1250,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     if locked {
         crate::rt::unlock_memory();
     }
+    drop(rt_throttle);
     results.extra.insert(
         "traffic".into(),
         js(&match opts.traffic {

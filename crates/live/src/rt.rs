@@ -94,6 +94,48 @@ pub fn unlock_memory() {
     unsafe { libc::munlockall() };
 }
 
+/// Where the kernel keeps its RT throttling budget: SCHED_FIFO threads
+/// together may run `sched_rt_runtime_us` of every `sched_rt_period_us`
+/// (950 ms of 1 s by default), then wait out the rest of the period.
+const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+
+/// RT throttling lifted for as long as this guard lives (the old budget is
+/// written back on drop). A router thread that forwards at full load spends
+/// more than 95 % of its core in its own sends and the softirq work they
+/// bring; the kernel then stops it for the rest of the second: 45-52 ms,
+/// hundreds of TDP time frames, in every ICC 2006 Table II run here, and
+/// none once lifted (docs/live.md). A process killed with SIGKILL leaves
+/// the budget lifted: `sysctl kernel.sched_rt_runtime_us=950000` restores
+/// the default.
+#[derive(Debug)]
+pub struct RtThrottleLifted {
+    old: String,
+}
+
+impl RtThrottleLifted {
+    /// Lift the budget; `Ok(None)` when it is already unlimited, `Err`
+    /// with the reason when it cannot be written.
+    pub fn lift() -> Result<Option<RtThrottleLifted>, String> {
+        let old = std::fs::read_to_string(RT_RUNTIME).map_err(|e| format!("{RT_RUNTIME}: {e}"))?;
+        let old = old.trim().to_string();
+        if old == "-1" {
+            return Ok(None);
+        }
+        std::fs::write(RT_RUNTIME, "-1").map_err(|e| format!("{RT_RUNTIME}: {e}"))?;
+        Ok(Some(RtThrottleLifted { old }))
+    }
+    /// The budget that is restored on drop (µs per period).
+    pub fn old(&self) -> &str {
+        &self.old
+    }
+}
+
+impl Drop for RtThrottleLifted {
+    fn drop(&mut self) {
+        let _ = std::fs::write(RT_RUNTIME, &self.old);
+    }
+}
+
 /// Where a live run's router thread and tester go: separate cores when
 /// the process has two or more, else none (with the reason).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -164,6 +206,24 @@ mod tests {
                 assert!(cpus.contains(&a) && cpus.contains(&b));
             }
             _ => assert!(p.note.as_deref().unwrap_or("").contains("two"), "{p:?}"),
+        }
+    }
+
+    #[test]
+    fn rt_throttle_is_lifted_and_restored_or_the_reason_given() {
+        let read = || std::fs::read_to_string(RT_RUNTIME).map(|s| s.trim().to_string());
+        match RtThrottleLifted::lift() {
+            Ok(Some(g)) => {
+                let old = g.old().to_string();
+                assert_ne!(old, "-1");
+                assert_eq!(read().unwrap(), "-1");
+                drop(g);
+                assert_eq!(read().unwrap(), old);
+            }
+            // Already unlimited (another run holds it lifted, or the
+            // machine's own setting): nothing to restore.
+            Ok(None) => assert_eq!(read().unwrap(), "-1"),
+            Err(e) => assert!(e.contains(RT_RUNTIME), "{e}"),
         }
     }
 
