@@ -616,6 +616,26 @@ fn parse_doc(file: &str, text: &str) -> Result<toml_edit::DocumentMut, ScenarioE
     })
 }
 
+/// A `--set` value that is not TOML, as a TOML basic string written out
+/// here. `toml_edit::Value::from` would leave the quoting to toml_write
+/// when the document is printed, whose quote counters are `u8`: a value
+/// with a run of 256 quotes overflowed them (a panic in checked builds,
+/// found by the `set` fuzz target, fuzz/regressions/set/).
+fn set_string(s: &str) -> toml_edit::Value {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            c if c.is_control() => q.push_str(&format!("\\u{:04X}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q.parse().unwrap_or_else(|_| toml_edit::Value::from(s))
+}
+
 /// `apply_sets` on the parsed file.
 fn apply_sets_doc(mut doc: toml_edit::DocumentMut, sets: &[String]) -> Result<String, ScenarioError> {
     for (k, s) in sets.iter().enumerate() {
@@ -629,10 +649,7 @@ fn apply_sets_doc(mut doc: toml_edit::DocumentMut, sets: &[String]) -> Result<St
         let (key, val) = s
             .split_once('=')
             .ok_or_else(|| set_err("expected KEY=VALUE".into(), "e.g. --set scenario.duration=2s"))?;
-        let mut value: toml_edit::Value = val
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| toml_edit::Value::from(val.trim()));
+        let mut value: toml_edit::Value = val.trim().parse().unwrap_or_else(|_| set_string(val.trim()));
         // Mark the value's line, so a message about it names this argument.
         value.decor_mut().set_suffix(format!(" {SET_MARK}{k}"));
         let parts: Vec<&str> = key.trim().split('.').collect();
