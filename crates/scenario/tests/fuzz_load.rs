@@ -162,6 +162,14 @@ fn apply(seeds: &[String], seed: usize, edits: &[Edit]) -> String {
     lines.join("\n") + "\n"
 }
 
+/// `--set` arguments from index pairs: a key of `KEYS`, a value of `EXTREMES`.
+fn set_args(pairs: &[(usize, usize)]) -> Vec<String> {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", KEYS[k % KEYS.len()], EXTREMES[v % EXTREMES.len()]))
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), .. ProptestConfig::default() })]
 
@@ -173,10 +181,7 @@ proptest! {
     ) {
         let seeds = seeds();
         let text = apply(&seeds, seed, &edits);
-        let sets: Vec<String> = sets
-            .iter()
-            .map(|(k, v)| format!("{}={}", KEYS[k % KEYS.len()], EXTREMES[v % EXTREMES.len()]))
-            .collect();
+        let sets = set_args(&sets);
         let lines = text.lines().count();
         match load_str("fuzz.toml", &text, &sets) {
             Err(e) => {
@@ -212,10 +217,7 @@ proptest! {
     ) {
         let seeds = seeds();
         let text = apply(&seeds, seed, &edits);
-        let sets: Vec<String> = sets
-            .iter()
-            .map(|(k, v)| format!("{}={}", KEYS[k % KEYS.len()], EXTREMES[v % EXTREMES.len()]))
-            .collect();
+        let sets = set_args(&sets);
         let base = SetBase::new("fuzz.toml", &text);
         for _ in 0..2 {
             let (a, b) = (load_str("fuzz.toml", &text, &sets), base.load(&sets));
