@@ -274,8 +274,9 @@ pub struct TdpParams {
     pub padding: bool,
     pub max_lag: u32,
     pub shaper_queue: usize,
-    /// How long an edge shaper may hold a packet (`shaper_max_hold`).
-    pub shaper_max_hold: qosnet_core::tdp::MaxHold,
+    /// How long an edge shaper may hold a packet (`shaper_max_hold`;
+    /// `None`: no bound).
+    pub shaper_max_hold: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -504,14 +504,18 @@ fn shaper_max_hold_is_none_or_a_bounded_duration() {
         "shaper_max_hold",
         "neither \"none\" nor a duration",
     );
+    // "auto" was an earlier, withdrawn value: refused, and the hint offers
+    // only what is accepted.
+    let e = err(&tdp("\"auto\""));
+    assert!(e.msg.contains("neither") && !e.hint.contains("auto"), "{e}");
     check(&tdp("\"7200s\""), "shaper_max_hold", "longer than");
     let e = err(&tdp("\"-1ms\""));
     assert_eq!(e.line, line_of(&tdp("\"-1ms\""), "shaper_max_hold"), "{e}");
     for ok in ["\"none\"", "\"2ms\""] {
         let sc = load_str("x.toml", &tdp(ok), &[]).unwrap_or_else(|e| panic!("{ok}: {e}"));
         let want = match ok {
-            "\"none\"" => qosnet_core::tdp::MaxHold::Unlimited,
-            _ => qosnet_core::tdp::MaxHold::Time(qosnet_core::Duration::from_millis(2)),
+            "\"none\"" => None,
+            _ => Some(qosnet_core::Duration::from_millis(2)),
         };
         assert_eq!(sc.tdp.as_ref().unwrap().shaper_max_hold, want);
     }

@@ -53,6 +53,6 @@ mod wheel;
 pub use crate::flow::FlowKey;
 pub use ctr::{is_tdp_tos, stamp_bits, Ctr, TDP_MARK, TDP_TC_BIT, TDP_TF_BIT};
 pub use plan::{plan, FlowPlan, Overbooked, Plan, PlanError, PlanFlow, PlanLink, Reservations};
-pub use shaper::{EdgeShaper, MaxHold, ShapeOutcome, ShaperStats};
+pub use shaper::{EdgeShaper, ShapeOutcome, ShaperStats};
 pub use stamp::{StampDecoder, StampStats};
 pub use wheel::{queue_index, tf_budget_bytes, PaddingPolicy, PaddingSpec, StampMode, TdpStats, TdpWheel};

@@ -13,7 +13,7 @@
 //! every ring-link TF) has no slack: one packet that arrives after its
 //! slot's cut-off takes the flow's next slot, every later packet the slot
 //! after its own, and the flow keeps one period of extra delay for good.
-//! [`MaxHold`] bounds how long the shaper may hold a packet — the role of
+//! [`EdgeShaper::set_max_hold`] bounds how long the shaper may hold a packet — the role of
 //! IEEE 802.1Qcr's MaxResidenceTime in asynchronous traffic shaping — so
 //! such a flow can lose one packet (counted, [`DropReason::ShaperHold`])
 //! and get its phase back. The bound cannot tell that case from a flow
@@ -43,17 +43,6 @@ pub enum ShapeOutcome {
     NotShaped(Packet),
 }
 
-/// How long an [`EdgeShaper`] may hold a packet before its reserved TF.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MaxHold {
-    /// No bound (the paper's rule): a packet waits for its flow's next free
-    /// slot however far away.
-    #[default]
-    Unlimited,
-    /// At most this long from arrival to the start of the reserved TF.
-    Time(Duration),
-}
-
 /// Counters of an [`EdgeShaper`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ShaperStats {
@@ -65,7 +54,8 @@ pub struct ShaperStats {
     pub not_shaped: u64,
     /// Packets dropped because their flow's queue was full.
     pub dropped_full: u64,
-    /// Packets dropped because they would wait longer than [`MaxHold`].
+    /// Packets dropped because they would wait longer than the bound of
+    /// [`EdgeShaper::set_max_hold`].
     pub dropped_hold: u64,
 }
 
@@ -95,7 +85,7 @@ impl Flow {
 pub struct EdgeShaper {
     ctr: Ctr,
     limit: usize,
-    max_hold: MaxHold,
+    max_hold: Option<Duration>,
     flows: Vec<Flow>,
     index: HashMap<FlowKey, usize>,
     /// One entry per held packet: (assigned TF, arrival sequence, flow).
@@ -113,7 +103,7 @@ impl EdgeShaper {
         EdgeShaper {
             ctr,
             limit: limit_pkts,
-            max_hold: MaxHold::Unlimited,
+            max_hold: None,
             flows: Vec::new(),
             index: HashMap::new(),
             pending: BinaryHeap::new(),
@@ -122,8 +112,10 @@ impl EdgeShaper {
         }
     }
 
-    /// Bound how long a packet may be held ([`MaxHold`]).
-    pub fn set_max_hold(&mut self, m: MaxHold) {
+    /// Bound how long a packet may be held, from its arrival to the start
+    /// of its reserved TF; `None` (the default, the paper's rule): a packet
+    /// waits for its flow's next free slot however far away.
+    pub fn set_max_hold(&mut self, m: Option<Duration>) {
         self.max_hold = m;
     }
 
@@ -187,7 +179,8 @@ impl EdgeShaper {
     /// and, if it belongs to a reserved flow, hold it for the first reserved
     /// TF at or after both `tf_at(now) + lead` and the flow's previous
     /// assignment + 1. A full flow queue drops it ([`DropReason::ShaperFull`]),
-    /// and so does a hold beyond [`MaxHold`] ([`DropReason::ShaperHold`]).
+    /// and so does a hold beyond [`set_max_hold`](Self::set_max_hold)
+    /// ([`DropReason::ShaperHold`]).
     pub fn handle_packet(
         &mut self,
         now: Instant,
@@ -210,11 +203,7 @@ impl EdgeShaper {
         let earliest = ctr.tf_at(now).saturating_add(flow.lead as u64);
         let from = flow.last.map_or(earliest, |l| earliest.max(l.saturating_add(1)));
         let tf = flow.next_slot(&ctr, from);
-        let too_long = match self.max_hold {
-            MaxHold::Unlimited => false,
-            MaxHold::Time(d) => ctr.tf_start(tf) > now + d,
-        };
-        if too_long {
+        if self.max_hold.is_some_and(|d| ctr.tf_start(tf) > now + d) {
             self.stats.dropped_hold += 1;
             return Err(Dropped {
                 pkt,
@@ -393,7 +382,7 @@ mod tests {
     #[test]
     fn max_hold_gives_a_late_cbr_flow_its_phase_back() {
         let arrivals = [0u64, 7, 10, 15, 20];
-        let run = |m: MaxHold| {
+        let run = |m: Option<Duration>| {
             let mut s = EdgeShaper::new(ctr(), 64);
             s.set_max_hold(m);
             s.add_flow(key(1), 0, vec![2, 7], 1).unwrap();
@@ -405,11 +394,11 @@ mod tests {
             (got, s.stats().dropped_hold, s.len())
         };
         assert_eq!(
-            run(MaxHold::Unlimited),
+            run(None),
             (vec![Some(2), Some(12), Some(17), Some(22), Some(27)], 0, 5)
         );
         assert_eq!(
-            run(MaxHold::Time(Duration(TF * 11 / 2))),
+            run(Some(Duration(TF * 11 / 2))),
             (vec![Some(2), Some(12), None, Some(17), Some(22)], 1, 4)
         );
     }

@@ -1,7 +1,6 @@
 //! `[scenario]` (name, run length, warm-up, drain, seed) and `[tdp]` (the
 //! CTR: time frame, TFs per time cycle, TCs per super cycle; ICC 2006 §II).
 
-use qosnet_core::tdp::MaxHold;
 use qosnet_core::Duration;
 
 use super::limits::{MAX_DRAIN, MAX_RUN, MAX_SHAPER_HOLD, MAX_TF};
@@ -111,13 +110,12 @@ pub(super) fn tdp(cx: &Ctx, t: Option<&raw::S<raw::Tdp>>) -> Result<Option<TdpPa
                     None => 1000,
                 },
                 shaper_max_hold: match &tr.shaper_max_hold {
-                    None => MaxHold::Unlimited,
+                    None => None,
                     Some(v) => {
                         const HINT: &str =
-                            "give \"none\" (no bound, the default), \"auto\" (what an on-time CBR \
-                             packet of the flow needs) or a duration such as \"2ms\"";
+                            "give \"none\" (no bound, the default) or a duration such as \"2ms\"";
                         match v.get_ref().trim() {
-                            "none" => MaxHold::Unlimited,
+                            "none" => None,
                             t if crate::units::parse_duration_ns(t).is_err() => {
                                 return Err(cx.err(
                                     v.span(),
@@ -125,7 +123,7 @@ pub(super) fn tdp(cx: &Ctx, t: Option<&raw::S<raw::Tdp>>) -> Result<Option<TdpPa
                                     HINT,
                                 ))
                             }
-                            _ => MaxHold::Time(cx.dur_max(v, MAX_SHAPER_HOLD, "shaper_max_hold", HINT)?),
+                            _ => Some(cx.dur_max(v, MAX_SHAPER_HOLD, "shaper_max_hold", HINT)?),
                         }
                     }
                 },
