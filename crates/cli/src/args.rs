@@ -117,9 +117,7 @@ impl DriverArgs {
     pub fn apply(&self, o: &mut LiveOptions) -> Result<()> {
         o.driver.busy_poll = self.busy_poll;
         o.emulate_cpu = self.emulate_cpu;
-        for d in &self.device {
-            o.devices.add_arg(d).map_err(|e| anyhow!(e))?;
-        }
+        add_devices(&mut o.devices, &self.device)?;
         o.devices.xdp.zero_copy = self.xdp_zero_copy;
         o.devices.xdp.attach = self.xdp_attach.parse().map_err(|e: String| anyhow!(e))?;
         if let Some(s) = &self.spin {
@@ -127,6 +125,14 @@ impl DriverArgs {
         }
         Ok(())
     }
+}
+
+/// Apply `--device` arguments, in order, to `devices`.
+pub fn add_devices(devices: &mut qosnet_live::netdev::PortDevices, args: &[String]) -> Result<()> {
+    for d in args {
+        devices.add_arg(d).map_err(|e| anyhow!(e))?;
+    }
+    Ok(())
 }
 
 /// `--metrics [ADDR]`: serve Prometheus metrics of the live nodes.

@@ -56,9 +56,7 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     };
     let e = qosnet_experiments::find(&name)?;
     let mut devices = qosnet_live::netdev::PortDevices::default();
-    for d in &a.device {
-        devices.add_arg(d).map_err(|e| anyhow::anyhow!(e))?;
-    }
+    crate::args::add_devices(&mut devices, &a.device)?;
     let o = RunOptions {
         overrides: a.run.overrides(),
         out: a.out,
