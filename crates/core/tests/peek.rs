@@ -6,6 +6,10 @@
 //! the TDP wheel turning and padding) are covered in states where that
 //! matters: small DRR quanta, HTB classes throttled and borrowing, an EF
 //! bucket running dry, TF boundaries crossed between operations.
+//!
+//! And `Scheduler::poll_at`'s promise the router's ports rely on to ask
+//! less often: a future answer holds until it is reached, as long as
+//! nothing is enqueued or dequeued in between.
 
 use proptest::prelude::*;
 use qosnet_core::diffserv::{DsSched, DsSchedConf};
@@ -260,6 +264,81 @@ proptest! {
             if !take(s.as_mut(), now)? {
                 now += Duration::from_micros(7);
             }
+        }
+    }
+}
+
+/// `poll_at(now)` answered `w`: if that is in the future (or never), every
+/// time before it must get the same answer while the state is unchanged.
+fn future_answer_holds(s: &dyn Scheduler, now: Instant) -> Result<(), TestCaseError> {
+    let w = s.poll_at(now);
+    let probes: Vec<Instant> = match w {
+        Some(w) if w <= now => return Ok(()),
+        Some(w) => vec![
+            now + Duration(1),
+            Instant(now.0 + (w.0 - now.0) / 2),
+            Instant(w.0 - 1),
+        ],
+        None => vec![
+            now + Duration(1),
+            now + Duration::from_micros(150),
+            now + Duration::from_millis(40),
+        ],
+    };
+    for t in probes.into_iter().filter(|&t| t >= now) {
+        prop_assert_eq!(s.poll_at(t), w, "{} asked at {:?} and at {:?}", s.kind(), now, t);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+    #[test]
+    fn a_future_poll_at_answer_holds_until_it_is_reached(
+        kind in 0..KINDS,
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let mut s = make(kind);
+        let ctr = ctr();
+        let mut now = Instant(1_000_000);
+        let mut uid = 0;
+        for op in ops {
+            match op {
+                Op::Enqueue { gap, class, flow, len, color, tf_ahead } => {
+                    now += Duration(gap);
+                    uid += 1;
+                    let meta = Meta {
+                        uid,
+                        arrival: now,
+                        class,
+                        flow,
+                        color: [Color::Green, Color::Yellow, Color::Red][color as usize],
+                        tdp_tf: (tf_ahead < 4).then(|| ctr.tf_at(now) + tf_ahead),
+                        ..Meta::default()
+                    };
+                    let _ = s.enqueue(Packet::new(vec![0; len], meta), now);
+                }
+                Op::Take { gap } | Op::Peek { gap } => {
+                    now += Duration(gap);
+                    if matches!(op, Op::Take { .. }) {
+                        let _ = s.dequeue(now);
+                    }
+                }
+            }
+            future_answer_holds(s.as_ref(), now)?;
+        }
+        for _ in 0..400 {
+            if s.is_empty() {
+                break;
+            }
+            if let Some(at) = s.poll_at(now) {
+                now = now.max(at);
+            }
+            if s.dequeue(now).is_none() {
+                now += Duration::from_micros(7);
+            }
+            future_answer_holds(s.as_ref(), now)?;
         }
     }
 }

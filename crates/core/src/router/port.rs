@@ -10,6 +10,7 @@
 //! as from a NIC's hardware queue, and a TDP frame is restamped with the
 //! TF it really started in ([`TdpNode::restamp`]).
 
+use std::cell::Cell;
 use std::net::Ipv4Addr;
 
 use super::neighbor::Neighbors;
@@ -80,6 +81,14 @@ pub struct Port {
     /// for [`Scheduler::quiet_when_empty`] disciplines): the transmitter
     /// and the router's next-work scan skip it without a call.
     pub(super) idle: bool,
+    /// The scheduler's last `poll_at` answer while it is still ahead
+    /// (`Some(w)` with `w` later than when it was asked, or `None`): it
+    /// holds until reached if nothing is enqueued or dequeued meanwhile
+    /// ([`Scheduler::poll_at`]), so the router's next-work scan, which runs
+    /// after every event, need not ask again. Asking every TDP wheel (never
+    /// quiet with padding) each time was a tenth of the live router
+    /// thread's CPU.
+    sched_wake: Cell<Option<Option<Instant>>>,
     pub(super) decoder: StampDecoder,
     /// Neighbour table and next hops being resolved (ARP).
     pub(super) nbr: Neighbors,
@@ -104,6 +113,7 @@ impl Port {
             busy_until: Instant::ZERO,
             tx_pending: false,
             idle: false,
+            sched_wake: Cell::new(None),
             decoder: StampDecoder::default(),
             nbr: Neighbors::default(),
             counters: PortCounters::default(),
@@ -144,7 +154,20 @@ impl Port {
         if self.tx_pending || self.idle {
             return None;
         }
-        self.sched.poll_at(now).map(|t| t.max(self.busy_until))
+        self.sched_poll_at(now).map(|t| t.max(self.busy_until))
+    }
+    /// The scheduler's `poll_at(now)`, from the memo while it holds.
+    fn sched_poll_at(&self, now: Instant) -> Option<Instant> {
+        if let Some(w) = self.sched_wake.get() {
+            if w.is_none_or(|w| w > now) {
+                return w;
+            }
+        }
+        let w = self.sched.poll_at(now);
+        if w.is_none_or(|w| w > now) {
+            self.sched_wake.set(Some(w));
+        }
+        w
     }
     /// Offer a frame the router originated; refusals are counted by the
     /// scheduler like any other.
@@ -158,6 +181,7 @@ impl Port {
     /// Offer a packet to the scheduler (refusals are counted there).
     pub(super) fn enqueue(&mut self, pkt: Packet, now: Instant) -> Result<(), Dropped> {
         self.idle = false;
+        self.sched_wake.set(None);
         self.sched.enqueue(pkt, now)
     }
 
@@ -175,7 +199,7 @@ impl Port {
         if self.tx_pending || self.busy_until > now || self.idle {
             return None;
         }
-        match self.sched.poll_at(now) {
+        match self.sched_poll_at(now) {
             None => {
                 self.idle = self.sched.quiet_when_empty();
                 return None;
@@ -183,8 +207,9 @@ impl Port {
             Some(t) if t > now => return None,
             Some(_) => {}
         }
+        self.sched_wake.set(None);
         let mut pkt = self.sched.dequeue(now)?;
-        if self.sched.quiet_when_empty() && self.sched.poll_at(now).is_none() {
+        if self.sched.quiet_when_empty() && self.sched_poll_at(now).is_none() {
             self.idle = true;
         }
         if pkt.meta.padding {

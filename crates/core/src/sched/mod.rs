@@ -166,6 +166,11 @@ pub trait Scheduler: Send {
     /// When [`dequeue`](Self::dequeue) may next return a packet: `Some(now)`
     /// or earlier if one is ready, a later instant for a timed release
     /// (TF boundary, token refill), `None` if nothing is pending.
+    ///
+    /// An answer later than `now` (or `None`) holds until it is reached:
+    /// asked again at any `t` before it, with nothing enqueued or dequeued
+    /// in between, the discipline gives the same answer (router ports rely
+    /// on it to ask once per change; `tests/peek.rs` checks every kind).
     fn poll_at(&self, now: Instant) -> Option<Instant>;
     /// Whether, once [`poll_at`](Self::poll_at) has said `None`, it keeps
     /// saying so until the next [`enqueue`](Self::enqueue): true of the
