@@ -199,6 +199,54 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Time and packet numbering of one run of operations.
+struct Clock {
+    now: Instant,
+    uid: u64,
+    ctr: Ctr,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock {
+            now: Instant(1_000_000),
+            uid: 0,
+            ctr: ctr(),
+        }
+    }
+}
+
+impl Clock {
+    /// Moves time on by `op`'s gap and, for an enqueue, offers its packet;
+    /// returns the new time (taking and peeking are the caller's).
+    fn step(&mut self, s: &mut dyn Scheduler, op: &Op) -> Instant {
+        let (Op::Enqueue { gap, .. } | Op::Take { gap } | Op::Peek { gap }) = *op;
+        self.now += Duration(gap);
+        if let Op::Enqueue {
+            class,
+            flow,
+            len,
+            color,
+            tf_ahead,
+            ..
+        } = *op
+        {
+            self.uid += 1;
+            let meta = Meta {
+                uid: self.uid,
+                arrival: self.now,
+                class,
+                flow,
+                color: [Color::Green, Color::Yellow, Color::Red][color as usize],
+                tdp_tf: (tf_ahead < 4).then(|| self.ctr.tf_at(self.now) + tf_ahead),
+                ..Meta::default()
+            };
+            let _ = s.enqueue(Packet::new(vec![0; len], meta), self.now);
+        }
+        self.now
+    }
+}
+
 /// What identifies a packet: its uid (padding frames have none, 0), whether
 /// it is padding, and its length.
 fn id(p: &Packet) -> (u64, bool, usize) {
@@ -223,35 +271,20 @@ proptest! {
         ops in prop::collection::vec(op(), 1..200),
     ) {
         let mut s = make(kind);
-        let ctr = ctr();
-        let mut now = Instant(1_000_000);
-        let mut uid = 0;
+        let mut clock = Clock::default();
         for op in ops {
+            let now = clock.step(s.as_mut(), &op);
             match op {
-                Op::Enqueue { gap, class, flow, len, color, tf_ahead } => {
-                    now += Duration(gap);
-                    uid += 1;
-                    let meta = Meta {
-                        uid,
-                        arrival: now,
-                        class,
-                        flow,
-                        color: [Color::Green, Color::Yellow, Color::Red][color as usize],
-                        tdp_tf: (tf_ahead < 4).then(|| ctr.tf_at(now) + tf_ahead),
-                        ..Meta::default()
-                    };
-                    let _ = s.enqueue(Packet::new(vec![0; len], meta), now);
-                }
-                Op::Take { gap } => {
-                    now += Duration(gap);
+                Op::Enqueue { .. } => {}
+                Op::Take { .. } => {
                     take(s.as_mut(), now)?;
                 }
-                Op::Peek { gap } => {
-                    now += Duration(gap);
+                Op::Peek { .. } => {
                     let _ = s.peek(now);
                 }
             }
         }
+        let mut now = clock.now;
         // Drain, waking when the scheduler says, stepping on when it
         // holds a frame back (a guard band, a gate).
         for _ in 0..400 {
@@ -300,34 +333,15 @@ proptest! {
         ops in prop::collection::vec(op(), 1..200),
     ) {
         let mut s = make(kind);
-        let ctr = ctr();
-        let mut now = Instant(1_000_000);
-        let mut uid = 0;
+        let mut clock = Clock::default();
         for op in ops {
-            match op {
-                Op::Enqueue { gap, class, flow, len, color, tf_ahead } => {
-                    now += Duration(gap);
-                    uid += 1;
-                    let meta = Meta {
-                        uid,
-                        arrival: now,
-                        class,
-                        flow,
-                        color: [Color::Green, Color::Yellow, Color::Red][color as usize],
-                        tdp_tf: (tf_ahead < 4).then(|| ctr.tf_at(now) + tf_ahead),
-                        ..Meta::default()
-                    };
-                    let _ = s.enqueue(Packet::new(vec![0; len], meta), now);
-                }
-                Op::Take { gap } | Op::Peek { gap } => {
-                    now += Duration(gap);
-                    if matches!(op, Op::Take { .. }) {
-                        let _ = s.dequeue(now);
-                    }
-                }
+            let now = clock.step(s.as_mut(), &op);
+            if matches!(op, Op::Take { .. }) {
+                let _ = s.dequeue(now);
             }
             future_answer_holds(s.as_ref(), now)?;
         }
+        let mut now = clock.now;
         for _ in 0..400 {
             if s.is_empty() {
                 break;
