@@ -1074,6 +1074,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
                 Err(e) => rt_notes.push(format!("RT throttling kept: {e}")),
             }
         }
+        rt_notes.extend(pl.router_cpu.and_then(crate::rt::fair_server_note));
         if opts.processes.is_some() {
             rt_notes.push(
                 "node processes: not pinned, not SCHED_FIFO (only the in-process router thread is)".into(),

@@ -136,6 +136,45 @@ impl Drop for RtThrottleLifted {
     }
 }
 
+/// The kernel's fair server (Linux 6.12 and later): a deadline entity that,
+/// when normal tasks wait on a CPU that real-time threads keep busy, runs
+/// them for its budget (50 ms of every second by default) ahead of the
+/// real-time threads. Lifting RT throttling does not remove it: beside
+/// other work on the machine it stopped the ICC 2006 Table II router
+/// thread for 40 and 50 ms in one run here (docs/live.md). Says what the
+/// budget on `cpu` is, or, on a kernel that has one, why it cannot be read.
+pub fn fair_server_note(cpu: usize) -> Option<String> {
+    let dir = format!("/sys/kernel/debug/sched/fair_server/cpu{cpu}");
+    let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).map(|s| s.trim().parse::<u64>());
+    match (read("runtime"), read("period")) {
+        (Ok(Ok(rt)), Ok(Ok(per))) => Some(format!(
+            "kernel fair server on CPU {cpu}: normal tasks waiting there may take {:.1} ms of every {:.0} ms from the router thread",
+            rt as f64 / 1e6,
+            per as f64 / 1e6
+        )),
+        (r, _) => {
+            let why = match r {
+                Err(e) => e.to_string(),
+                Ok(Err(e)) => format!("unreadable value: {e}"),
+                Ok(Ok(_)) => "period unreadable".into(),
+            };
+            kernel_has_fair_server(&std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default()).then(|| {
+                format!(
+                    "kernel fair server on CPU {cpu}: normal tasks waiting there may take up to 50 ms of every second (its default budget) from the router thread; keep other work off CPU {cpu} (budget not readable: {dir}: {why})"
+                )
+            })
+        }
+    }
+}
+
+/// Linux 6.12 brought the fair server.
+fn kernel_has_fair_server(release: &str) -> bool {
+    let mut it = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major = it.next().and_then(|s| s.parse::<u32>().ok());
+    let minor = it.next().and_then(|s| s.parse::<u32>().ok());
+    matches!((major, minor), (Some(ma), Some(mi)) if (ma, mi) >= (6, 12))
+}
+
 /// Where a live run's router thread and tester go: separate cores when
 /// the process has two or more, else none (with the reason).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -206,6 +245,31 @@ mod tests {
                 assert!(cpus.contains(&a) && cpus.contains(&b));
             }
             _ => assert!(p.note.as_deref().unwrap_or("").contains("two"), "{p:?}"),
+        }
+    }
+
+    #[test]
+    fn fair_server_kernels_are_told_apart_by_release() {
+        for (r, has) in [
+            ("6.18.44-fc-v782\n", true),
+            ("6.12.0", true),
+            ("6.11.9-arch1", false),
+            ("5.15.0-91-generic", false),
+            ("7.0-rc1", true),
+            ("", false),
+            ("garbage", false),
+        ] {
+            assert_eq!(kernel_has_fair_server(r), has, "{r:?}");
+        }
+        // This machine: a note exactly when the kernel has the server.
+        let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let note = fair_server_note(0);
+        if kernel_has_fair_server(&rel) {
+            assert!(
+                note.as_deref()
+                    .is_some_and(|n| n.contains("fair server on CPU 0")),
+                "{note:?}"
+            );
         }
     }
 
