@@ -35,6 +35,7 @@ weights = [1, 1, 1]
 queue_limit = 10000
 outlinks = ["n1", "n2", "n3"]
 costs = {{ phase2 = "{phase2}", phase3 = "{phase3}" }}
+ds_processing = "{ds_processing}"
 {timeouts}
 [[node]]
 name = "tsw"
@@ -76,12 +77,25 @@ def write(fname, **kw):
     kw.setdefault("capacity_text", "1 Gb/s")
     kw.setdefault("phase2", "600ns")
     kw.setdefault("phase3", "450ns")
+    kw.setdefault("ds_processing", DS_PROCESSING)
     kw.setdefault("sw_latency", "2us")
     kw.setdefault("timeouts", "")
     kw["l"] = f'l = {kw["lval"]}\n' if kw.get("lval") else ""
     text = (kw.get("preamble", "") + HEAD.format(**kw) + "\n" + nodes(kw.get("processing", "5376ns"))
             + "\n" + flows(kw.get("ports", PORTS)) + kw.get("faults", "") + kw.get("paper", ""))
     open(f"scenarios/stsdr/{fname}", "w").write(text)
+
+# What a received DS frame costs the forwarder's CPU: the receive half of
+# forwarding (2.688 us of the 5.376). A forwarded packet is received and
+# sent; a DS frame (78 bytes) is only received and read (a few table
+# writes, no route lookup, no transmission). The paper's Table IV agrees:
+# if its CPU-bound rows (l = 25: 174.2 kpps, l = 100: 183.1 kpps, one
+# burst of l packets per cycle) lose to no WFQ's 186 kpps only a per-cycle
+# CPU cost, that cost is 9.0 and 8.5 us; less phases 2 and 3 (1.05 us,
+# §V-A) it is 7.5-8.0 us for the cycle's three DS frames (one built and
+# sent, two received), ~2.6 us each (docs/paper-stsdr.md, *What a DS
+# frame costs*).
+DS_PROCESSING = "2688ns"
 
 # Offered: 2 generators x 144 flows; rate per flow so each forwarder gets
 # ~250 kpps on average (hashing spreads flows unevenly), above the 186 kpps
@@ -192,8 +206,11 @@ write("kill.toml", name="stsdr-kill", title="L-DS (l = 25) with the master and a
 # 1 Gb/s: scaled to 20 Mb/s they would be faithful too (the simulated
 # ratios are the same), but the bursts a sender's kernel releases after
 # one of this VM's stalls (up to 200 ms) then overflowed the switch's
-# ports. 2 source ports per (generator, OL, class): 36 flows, 36 generator
-# threads. Timeouts far above this machine's stalls (tens of ms), so a
+# ports. The flows are lds.toml's (16 source ports per generator, OL and
+# class: 288 flows, one generator thread each) at its rate / 50, so the
+# balancers hash them alike: with 2 ports per (generator, OL, class), 36
+# flows, fe2 got no flow for OL_2 and went unmatched in 13 % of rounds,
+# and its queues grew. Timeouts far above this machine's stalls (tens of ms), so a
 # descheduled process is not taken for a dead one.
 LIVE_PRE = """# Live STSDR: lds.toml (L-DS, l = 25) with CPU and protocol times x 50 and the
 # offered load / 50 (links stay 1 Gb/s),
@@ -205,12 +222,12 @@ LIVE_PRE = """# Live STSDR: lds.toml (L-DS, l = 25) with CPU and protocol times 
 """
 write("live.toml", name="stsdr-live", title="Live L-DS (l = 25), slowed 50x for a 2-core machine",
       desc="STSDR L-DS l=25, CPU and T_br x50: M=N=K=3, 64-byte packets", variant="lds", lval=25,
-      rate="416pps", ports=2, t_br="3600us", phase2="30us", phase3="22500ns",
-      processing="268800ns", duration="3s", warmup="500ms", preamble=LIVE_PRE,
+      rate="52pps", ports=16, t_br="3600us", phase2="30us", phase3="22500ns",
+      processing="268800ns", ds_processing="134400ns", duration="3s", warmup="500ms", preamble=LIVE_PRE,
       timeouts='fe_timeout = "300ms"\nmaster_timeout = "300ms"\nbalancer_timeout = "300ms"\nheartbeat = "50ms"\n')
 write("live-nowfq.toml", name="stsdr-live-nowfq", title="Live no-WFQ baseline, slowed 50x (live.toml's)",
       desc="STSDR without WFQ, CPU x50: M=N=K=3, 64-byte packets", variant="nowfq",
-      rate="416pps", ports=2, t_br="3600us", phase2="30us",
-      phase3="22500ns", processing="268800ns", duration="3s", warmup="500ms",
+      rate="52pps", ports=16, t_br="3600us", phase2="30us",
+      phase3="22500ns", processing="268800ns", ds_processing="134400ns", duration="3s", warmup="500ms",
       preamble=LIVE_PRE.replace("lds.toml (L-DS, l = 25)", "nowfq.toml"),
       timeouts='fe_timeout = "300ms"\nmaster_timeout = "300ms"\nbalancer_timeout = "300ms"\nheartbeat = "50ms"\n')

@@ -30,9 +30,10 @@ use qosnet_scenario::results::Results;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// 100 packets/s per flow (36 flows: 3.6 kpps against the forwarders'
-/// 3 × 3.7 kpps of emulated CPU), 3 s, measured from 0.5 s.
-const SETS: [&str; 2] = ["defaults.flow.rate=100pps", "scenario.duration=3s"];
+/// 20 packets/s per flow (288 flows: 5.8 kpps against the forwarders'
+/// 3 × 3.7 kpps of emulated CPU), 3 s, measured from 0.5 s: ~50 packets
+/// a flow.
+const SETS: [&str; 2] = ["defaults.flow.rate=20pps", "scenario.duration=3s"];
 
 fn run_live(tag: &str, kills: &[(&str, Duration)]) -> Results {
     let prefix = format!("qs{}{tag}", std::process::id() % 100_000);
@@ -90,7 +91,7 @@ fn print_flows(r: &Results) {
 /// Every flow delivered at least `frac` of what it sent in the window.
 fn every_flow_delivered(r: &Results, frac: f64) {
     for f in &r.flows {
-        assert!(f.sent > 50, "{}: generator sent only {}", f.name, f.sent);
+        assert!(f.sent > 20, "{}: generator sent only {}", f.name, f.sent);
         assert!(
             f.received as f64 >= frac * f.sent as f64,
             "{}: received {} of {} (< {:.0} %)",

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 
 use super::wire as ds;
+use super::Rx;
 use crate::arp::{self, Arp, ARP_REPLY, ARP_REQUEST};
 use crate::node::{Ledger, Node, PortReport, Transmit};
 use crate::packet::{Framing, Meta, Packet};
@@ -328,35 +329,23 @@ impl Node for Balancer {
             self.bump("rx_bad_port");
             return;
         }
-        if ds::is_ds(&frame) {
-            self.handle_ds(now, &frame);
-            return;
-        }
-        let dst = wire::eth_dst(&frame);
-        let broadcast = dst == Some(MacAddr::BROADCAST);
-        if dst.is_some() && !broadcast && dst != Some(self.cfg.mac) {
-            self.bump("rx_not_for_us");
-            // A switch flooding unknown unicast hands us a copy of someone
-            // else's traffic: the NIC filters it, and the driver's ledger
-            // must count the copy as gone (the switch counted it created).
-            if meta.uid != 0 {
-                self.filtered_traffic += 1;
+        match super::classify(&frame, self.cfg.mac) {
+            Rx::Ds => self.handle_ds(now, &frame),
+            Rx::NotForUs => {
+                self.bump("rx_not_for_us");
+                self.filtered_traffic += u64::from(meta.uid != 0);
             }
-            return;
-        }
-        if wire::ethertype(&frame) == Some(wire::ETHERTYPE_ARP) {
-            match arp::parse_arp(&frame) {
-                Ok(a) => {
-                    self.bump("rx_arp");
-                    self.handle_arp(a);
-                }
-                Err(_) => self.bump("rx_malformed"),
+            Rx::Arp(Ok(a)) => {
+                self.bump("rx_arp");
+                self.handle_arp(a);
             }
-            return;
+            Rx::Arp(Err(_)) => self.bump("rx_malformed"),
+            Rx::Data { broadcast } => {
+                meta.arrival = now;
+                meta.in_port = 0;
+                self.handle_ip(frame, meta, broadcast);
+            }
         }
-        meta.arrival = now;
-        meta.in_port = 0;
-        self.handle_ip(frame, meta, broadcast);
     }
     fn handle_send(&mut self, _now: Instant, _pkt: Packet) {
         self.drop_pkt("no_app");

@@ -53,7 +53,7 @@ use std::net::Ipv4Addr;
 
 use super::sched::{Decision, Dwfq, Entry, FeState, Proposer, RoundKey, TieBreak, View, VirtualClocks};
 use super::wire::{self as ds, Expect, Header, Vlan};
-use super::Dims;
+use super::{Dims, Rx};
 use crate::arp::{self, Arp, ArpConfig, ARP_REPLY, ARP_REQUEST};
 use crate::icmp;
 use crate::node::{Ledger, Node, PortReport, Transmit};
@@ -1444,40 +1444,23 @@ impl Node for Forwarder {
         } else {
             now
         };
-        let dst = wire::eth_dst(&frame);
-        let broadcast = dst == Some(MacAddr::BROADCAST);
-        if ds::is_ds(&frame) {
-            if self.cfg.ds_loss > 0.0 && self.draw_loss() {
-                self.bump("ds_loss_injected");
-                return;
+        match super::classify(&frame, self.cfg.mac) {
+            Rx::Ds if self.cfg.ds_loss > 0.0 && self.draw_loss() => self.bump("ds_loss_injected"),
+            Rx::Ds => self.handle_ds(now, rx, &frame),
+            Rx::NotForUs => {
+                self.bump("rx_not_for_us");
+                self.filtered_traffic += u64::from(meta.uid != 0);
             }
-            self.handle_ds(now, rx, &frame);
-            return;
-        }
-        if dst.is_some() && !broadcast && dst != Some(self.cfg.mac) {
-            self.bump("rx_not_for_us");
-            // A switch flooding unknown unicast hands us a copy of someone
-            // else's traffic: the NIC filters it, and the driver's ledger
-            // must count the copy as gone (the switch counted it created).
-            if meta.uid != 0 {
-                self.filtered_traffic += 1;
+            Rx::Arp(Ok(a)) => {
+                self.bump("rx_arp");
+                self.handle_arp(now, a);
             }
-            return;
-        }
-        if wire::ethertype(&frame) == Some(wire::ETHERTYPE_ARP) {
-            match arp::parse_arp(&frame) {
-                Ok(a) => {
-                    self.bump("rx_arp");
-                    self.handle_arp(now, a);
-                }
-                Err(m) => {
-                    self.bump("rx_malformed");
-                    *self.counters.entry(malformed_name(m)).or_default() += 1;
-                }
+            Rx::Arp(Err(m)) => {
+                self.bump("rx_malformed");
+                *self.counters.entry(malformed_name(m)).or_default() += 1;
             }
-            return;
+            Rx::Data { broadcast } => self.handle_data(now, rx, frame, meta, broadcast),
         }
-        self.handle_data(now, rx, frame, meta, broadcast);
     }
     /// A forwarder has no applications: counted as `drop_no_app`.
     fn handle_send(&mut self, _now: Instant, _pkt: Packet) {

@@ -41,6 +41,44 @@ pub use balancer::{Balancer, BalancerConfig, Liveness};
 pub use forwarder::{Forwarder, ForwarderConfig, OutLink, PhaseCosts, Variant};
 pub use sched::{Dwfq, Proposer, TieBreak};
 
+use crate::arp::{self, Arp};
+use crate::wire::{self as eth, MacAddr, Malformed};
+
+/// What a frame from the T-switch is to an STSDR node (balancer or
+/// forwarder), in the order both nodes must look: a DS frame first (a
+/// broadcast in the internal VLAN), then a unicast for another MAC, then
+/// ARP, then anything else for the node's data path.
+#[derive(Debug)]
+pub(crate) enum Rx {
+    /// A DS frame (§IV-A), whoever it is addressed to.
+    Ds,
+    /// Unicast to another station: a copy the switch flooded while it had
+    /// not learnt the destination. The NIC filters it, so the node counts
+    /// it (`rx_not_for_us`) and, if it carries a traffic uid, tells the
+    /// driver's ledger the copy is gone (the switch counted it created).
+    NotForUs,
+    /// A well-formed ARP frame, or why it is not one.
+    Arp(Result<Arp, Malformed>),
+    /// For the node's data path; `broadcast` if sent to every station.
+    Data { broadcast: bool },
+}
+
+/// Sorts a received frame for a node whose MAC is `mac`.
+pub(crate) fn classify(frame: &[u8], mac: MacAddr) -> Rx {
+    if wire::is_ds(frame) {
+        return Rx::Ds;
+    }
+    let dst = eth::eth_dst(frame);
+    let broadcast = dst == Some(MacAddr::BROADCAST);
+    if dst.is_some() && !broadcast && dst != Some(mac) {
+        return Rx::NotForUs;
+    }
+    if eth::ethertype(frame) == Some(eth::ETHERTYPE_ARP) {
+        return Rx::Arp(arp::parse_arp(frame));
+    }
+    Rx::Data { broadcast }
+}
+
 /// The size of an STSDR: M forwarders, N outgoing links, K classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dims {

@@ -40,7 +40,7 @@ const LIVE_NOWFQ: usize = 5;
 fn configs() -> Vec<(&'static str, usize, Vec<String>)> {
     let double: Vec<String> = ["g1", "g2"]
         .iter()
-        .flat_map(|g| (1..=3).map(move |j| format!("flow.{g}_ol{j}_c1*.rate=832pps")))
+        .flat_map(|g| (1..=3).map(move |j| format!("flow.{g}_ol{j}_c1*.rate=104pps")))
         .collect();
     vec![
         ("no WFQ", LIVE_NOWFQ, vec![]),
