@@ -273,13 +273,43 @@ mod hardening {
         let dir = tempfile::tempdir().unwrap();
         let bin = assert_cmd::cargo::cargo_bin("qosnet");
         let mut child = std::process::Command::new(bin)
-            .args(["sim", "--duration", "3000s", "--json", "--out"])
+            .args(["sim", "--duration", "3000s", "--out"])
             .arg(dir.path())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
+        // Interrupt once the sim reports progress (so its handler is in
+        // place and it has simulated past the warm-up), not after a fixed
+        // sleep: on a loaded machine 1.5 s did not always get it that far,
+        // and a SIGINT before the handler kills it with no results.
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            // Progress lines end in '\r'; keep draining until exit.
+            for line in std::io::BufReader::new(stderr).split(b'\r').map_while(Result::ok) {
+                let line = String::from_utf8_lossy(&line).into_owned();
+                let simulated = line
+                    .trim()
+                    .strip_prefix("simulated ")
+                    .and_then(|r| r.split(' ').next())
+                    .and_then(|x| x.parse::<f64>().ok());
+                if let Some(s) = simulated {
+                    let _ = tx.send(s);
+                }
+            }
+        });
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(s) if s >= 2.0 => break,
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = child.kill();
+                    panic!("no progress report past 2 s simulated within 120 s: {e}");
+                }
+            }
+        }
         // SAFETY: signals our own child by its pid.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         let t = Instant::now();
