@@ -80,6 +80,9 @@ pub struct Port {
     /// for [`Scheduler::quiet_when_empty`] disciplines): the transmitter
     /// and the router's next-work scan skip it without a call.
     pub(super) idle: bool,
+    /// The scheduler's [`Scheduler::quiet_when_empty`], asked once: a
+    /// property of the discipline, read on every transmission.
+    quiet: bool,
     pub(super) decoder: StampDecoder,
     /// Neighbour table and next hops being resolved (ARP).
     pub(super) nbr: Neighbors,
@@ -100,6 +103,7 @@ impl Port {
     pub fn new(cfg: PortConfig, sched: Box<dyn Scheduler>) -> Self {
         Port {
             cfg,
+            quiet: sched.quiet_when_empty(),
             sched,
             busy_until: Instant::ZERO,
             tx_pending: false,
@@ -177,14 +181,14 @@ impl Port {
         }
         match self.sched.poll_at(now) {
             None => {
-                self.idle = self.sched.quiet_when_empty();
+                self.idle = self.quiet;
                 return None;
             }
             Some(t) if t > now => return None,
             Some(_) => {}
         }
         let mut pkt = self.sched.dequeue(now)?;
-        if self.sched.quiet_when_empty() && self.sched.poll_at(now).is_none() {
+        if self.quiet && self.sched.poll_at(now).is_none() {
             self.idle = true;
         }
         if pkt.meta.padding {
