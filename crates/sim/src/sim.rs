@@ -224,6 +224,18 @@ fn capture(pcap: &mut [Vec<Option<Capture>>], node: usize, port: usize, at: Inst
     }
 }
 
+/// Schedule medium `m`'s next wake-up if it is earlier than the one
+/// already scheduled.
+fn arm_medium(med: &mut Medium, q: &mut EventQueue, now: Instant, m: usize) {
+    if let Some(t) = med.seg.poll_timeout() {
+        let t = t.max(now);
+        if med.wake_at.is_none_or(|w| t < w || w < now) {
+            med.wake_at = Some(t);
+            q.push(t, Ev::Medium { seg: m as u32 });
+        }
+    }
+}
+
 impl Sim {
     /// Build a simulation of `sc`. Fails with a message if the scenario's
     /// network cannot be built (routing, TDP reservations).
@@ -568,15 +580,7 @@ impl Sim {
     /// Schedule segment `m`'s next wake-up if it is earlier than the one
     /// already scheduled.
     fn arm_medium(&mut self, m: usize) {
-        let now = self.now;
-        let med = &mut self.media[m];
-        if let Some(t) = med.seg.poll_timeout() {
-            let t = t.max(now);
-            if med.wake_at.is_none_or(|w| t < w || w < now) {
-                med.wake_at = Some(t);
-                self.q.push(t, Ev::Medium { seg: m as u32 });
-            }
-        }
+        arm_medium(&mut self.media[m], &mut self.q, self.now, m);
     }
 
     /// A frame's last bit reached port `port` of node `i`: into the node's
@@ -726,19 +730,38 @@ impl Sim {
 
     /// Let node `i` run its timers, transmit what it can now and hand up
     /// what it delivered, then arm its next wake-up.
+    ///
+    /// This runs after nearly every event: the fields it uses are borrowed
+    /// once (the node's slot, its ports' media, the queue) rather than
+    /// indexed again for each call into the node.
     fn service(&mut self, i: usize) {
-        if self.slots[i].down {
+        let Sim {
+            slots,
+            attach,
+            media,
+            q,
+            pcap,
+            now,
+            ..
+        } = self;
+        let now = *now;
+        let Some(slot) = slots.get_mut(i) else {
+            return;
+        };
+        if slot.down {
             return;
         }
-        let now = self.now;
-        let local = self.slots[i].clock.local(now);
-        self.slots[i].node.handle_timeout(local);
-        while let Some(tx) = self.slots[i].node.poll_transmit(local) {
+        let local = slot.clock.local(now);
+        slot.node.handle_timeout(local);
+        let ports = attach.get(i).map_or(&[][..], |a| &a[..]);
+        while let Some(tx) = slot.node.poll_transmit(local) {
             let port = tx.port as usize;
-            capture(&mut self.pcap, i, port, now, &tx.pkt);
-            let tx_end = tx.tx_end.map(|t| self.slots[i].clock.global(t)).unwrap_or(now);
-            match self.attach[i].get(port) {
-                Some(Attach::Link(ch)) => self.q.push(
+            if !pcap.is_empty() {
+                capture(pcap, i, port, now, &tx.pkt);
+            }
+            let tx_end = tx.tx_end.map(|t| slot.clock.global(t)).unwrap_or(now);
+            match ports.get(port) {
+                Some(Attach::Link(ch)) => q.push(
                     ch.arrival(tx_end),
                     Ev::Arrive {
                         node: ch.peer,
@@ -749,7 +772,9 @@ impl Sim {
                 Some(&Attach::Segment { seg, station }) => {
                     let m = seg as usize;
                     let traffic = tx.pkt.meta.uid != 0;
-                    let med = &mut self.media[m];
+                    let Some(med) = media.get_mut(m) else {
+                        continue;
+                    };
                     match med.seg.handle_send(now, station as usize, tx.pkt) {
                         Ok(()) => {
                             if let Some(f) = med.nic_traffic.get_mut(station as usize) {
@@ -761,7 +786,7 @@ impl Sim {
                         Err(_) if traffic => med.traffic_lost += 1,
                         Err(_) => {}
                     }
-                    self.arm_medium(m);
+                    arm_medium(med, q, now, m);
                 }
                 // A port attached to nothing: the frame is lost on the
                 // floor, as from an unplugged NIC.

@@ -123,6 +123,12 @@ pub struct Router {
     /// completion) sets its entry from the port again, and outside access
     /// (`port_mut`) to zero, which makes the next scan ask the port.
     tx_at: Vec<Instant>,
+    /// A lower bound on every entry of `tx_at`: every write lowers it to
+    /// the value written, and a transmitter scan sets it to the entries'
+    /// minimum. The scan that ends each event's transmit loop (the one
+    /// that finds nothing more to send, after every event) is then one
+    /// comparison while no port can send before it.
+    tx_lb: Instant,
     /// Some port may be resolving a next hop (ARP): set whenever one
     /// starts, cleared by a scan that finds none, so the timers and the
     /// next-work scan after every event skip the ports' ARP state while
@@ -150,6 +156,7 @@ impl Router {
             name: name.into(),
             ports: Vec::new(),
             tx_at: Vec::new(),
+            tx_lb: Instant::ZERO,
             arp_maybe: false,
             routes: RouteTable::new(),
             tdp: None,
@@ -184,6 +191,7 @@ impl Router {
     pub fn add_port(&mut self, cfg: PortConfig, sched: Box<dyn Scheduler>) -> u16 {
         self.ports.push(Port::new(cfg, sched));
         self.tx_at.push(Instant::ZERO);
+        self.tx_lb = Instant::ZERO;
         (self.ports.len() - 1) as u16
     }
     pub fn set_classifier(&mut self, c: Box<dyn Classifier>) {
@@ -199,17 +207,24 @@ impl Router {
         &self.ports
     }
     pub fn port_mut(&mut self, i: u16) -> Option<&mut Port> {
-        if let Some(t) = self.tx_at.get_mut(i as usize) {
-            *t = Instant::ZERO;
-        }
+        self.set_tx_at(i as usize, Instant::ZERO);
         self.ports.get_mut(i as usize)
     }
 
     /// Port `i` may have work its `tx_at` entry does not show (a frame was
     /// enqueued, its NIC finished): the next scan asks it.
     fn wake_port(&mut self, i: u16) {
-        if let (Some(t), Some(p)) = (self.tx_at.get_mut(i as usize), self.ports.get(i as usize)) {
-            *t = p.tx_at();
+        if let Some(p) = self.ports.get(i as usize) {
+            let t = p.tx_at();
+            self.set_tx_at(i as usize, t);
+        }
+    }
+
+    /// Set port `i`'s transmit hint, keeping `tx_lb` a lower bound.
+    fn set_tx_at(&mut self, i: usize, t: Instant) {
+        if let Some(e) = self.tx_at.get_mut(i) {
+            *e = t;
+            self.tx_lb = self.tx_lb.min(t);
         }
     }
 
@@ -319,7 +334,7 @@ impl Router {
             );
             return;
         }
-        let Some(route) = self.routes.lookup(info.dst, info.ttl).copied() else {
+        let Some(route) = self.routes.lookup_cached(info.dst, info.ttl).copied() else {
             self.counters.drop(DropReason::NoRoute);
             self.icmp_error(
                 now,
@@ -407,7 +422,9 @@ impl Router {
             while let Some((port, pkt)) = c.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
                     let _ = p.enqueue(pkt, now);
-                    self.tx_at[port as usize] = p.tx_at();
+                    let t = p.tx_at();
+                    self.tx_at[port as usize] = t;
+                    self.tx_lb = self.tx_lb.min(t);
                 }
             }
         }
@@ -432,6 +449,9 @@ impl Router {
     /// Output: the next frame to put on a link at `now`, with its port,
     /// taking the ports in turn so none is starved when several are ready.
     fn transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if self.tx_lb > now {
+            return None;
+        }
         let n = self.ports.len();
         let mut i = self.next_port;
         for _ in 0..n {
@@ -456,12 +476,14 @@ impl Router {
                 self.counters.ctl("tdp_restamped", 1);
             }
             self.next_port = (i + 1) % n;
+            self.tx_lb = self.tx_at.iter().copied().min().unwrap_or(Instant::MAX);
             return Some(Transmit {
                 port: i as u16,
                 pkt: sent.pkt,
                 tx_end: sent.tx_end,
             });
         }
+        self.tx_lb = self.tx_at.iter().copied().min().unwrap_or(Instant::MAX);
         None
     }
 
@@ -483,9 +505,11 @@ impl Router {
         // One pass over the ports (this runs after every event the router
         // sees in the simulator).
         let mut next: Option<Instant> = None;
-        for (p, &at) in self.ports.iter().zip(&self.tx_at) {
-            if at != Instant::MAX {
-                next = earliest(next, p.ready_at(now));
+        if self.tx_lb != Instant::MAX {
+            for (p, &at) in self.ports.iter().zip(&self.tx_at) {
+                if at != Instant::MAX {
+                    next = earliest(next, p.ready_at(now));
+                }
             }
         }
         if self.arp_maybe {

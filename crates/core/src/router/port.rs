@@ -89,6 +89,9 @@ pub struct Port {
     /// quiet with padding) each time was a tenth of the live router
     /// thread's CPU.
     sched_wake: Cell<Option<Option<Instant>>>,
+    /// The scheduler's [`Scheduler::quiet_when_empty`], asked once: a
+    /// property of the discipline, read on every transmission.
+    quiet: bool,
     pub(super) decoder: StampDecoder,
     /// Neighbour table and next hops being resolved (ARP).
     pub(super) nbr: Neighbors,
@@ -109,6 +112,7 @@ impl Port {
     pub fn new(cfg: PortConfig, sched: Box<dyn Scheduler>) -> Self {
         Port {
             cfg,
+            quiet: sched.quiet_when_empty(),
             sched,
             busy_until: Instant::ZERO,
             tx_pending: false,
@@ -201,7 +205,7 @@ impl Port {
         }
         match self.sched_poll_at(now) {
             None => {
-                self.idle = self.sched.quiet_when_empty();
+                self.idle = self.quiet;
                 return None;
             }
             Some(t) if t > now => return None,
@@ -209,7 +213,7 @@ impl Port {
         }
         self.sched_wake.set(None);
         let mut pkt = self.sched.dequeue(now)?;
-        if self.sched.quiet_when_empty() && self.sched_poll_at(now).is_none() {
+        if self.quiet && self.sched_poll_at(now).is_none() {
             self.idle = true;
         }
         if pkt.meta.padding {

@@ -140,7 +140,9 @@ impl Router {
             while let Some((port, pkt)) = tdp.shaper.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
                     let _ = p.enqueue(pkt, now);
-                    self.tx_at[port as usize] = p.tx_at();
+                    let t = p.tx_at();
+                    self.tx_at[port as usize] = t;
+                    self.tx_lb = self.tx_lb.min(t);
                 }
             }
         }

@@ -1290,7 +1290,7 @@ impl Forwarder {
             self.drop_pkt("ttl_expired");
             return;
         }
-        let Some(route) = self.routes.lookup(info.dst, info.ttl).copied() else {
+        let Some(route) = self.routes.lookup_cached(info.dst, info.ttl).copied() else {
             self.drop_pkt("no_route");
             return;
         };
