@@ -74,6 +74,16 @@ pub struct AfPacketConfig {
     pub tx_mode: TxMode,
     pub promisc: bool,
     pub qdisc_bypass: bool,
+    /// Drop every frame arriving on the interface right after this socket
+    /// (and any other AF_PACKET tap) got it, before the namespace's IP
+    /// stack parses it: a tcx ingress program held by a BPF link that
+    /// lives as long as the socket ([`crate::xdp::attach_tc_ingress_drop`]
+    /// says why it helps). For ports whose frames belong to a qosnet node
+    /// alone (a lab's router namespaces); never for a host port whose
+    /// kernel must still answer ARP, nor on a machine's own NIC. Needs
+    /// Linux ≥ 6.6 (tcx); where the kernel refuses, the port works as
+    /// before and [`AfPacket::stack_drop`] says why.
+    pub stack_drop: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -85,6 +95,7 @@ impl Default for AfPacketConfig {
             tx_mode: TxMode::Send,
             promisc: true,
             qdisc_bypass: true,
+            stack_drop: false,
         }
     }
 }
@@ -208,6 +219,9 @@ pub struct AfPacket {
     /// For frames whose stripped VLAN tag is put back.
     scratch: Vec<u8>,
     stats: DeviceStats,
+    /// The tcx drop program's link ([`AfPacketConfig::stack_drop`]), or
+    /// why there is none though it was asked for.
+    stack_link: Result<Option<OwnedFd>, String>,
 }
 
 // SAFETY: the mapping is owned by this value alone and only touched through
@@ -341,6 +355,7 @@ impl AfPacket {
             tx,
             scratch: Vec::with_capacity(frame_size + 4),
             stats: DeviceStats::default(),
+            stack_link: Ok(None),
         };
 
         // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
@@ -370,6 +385,13 @@ impl AfPacket {
             // is left behind after a crash.
             setsockopt(&dev.fd, sol, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|e| ctx(e, "promiscuous mode"))?;
         }
+        if cfg.stack_drop {
+            // After bind: the tap is in place before the stack stops seeing
+            // frames, so none falls between the two.
+            dev.stack_link = crate::xdp::attach_tc_ingress_drop(ifindex)
+                .map(Some)
+                .map_err(|e| e.to_string());
+        }
         dev.stats = DeviceStats::default();
         Ok(dev)
     }
@@ -395,6 +417,15 @@ impl AfPacket {
     /// Slots in the receive ring.
     pub fn rx_ring_frames(&self) -> usize {
         self.rx_frames
+    }
+    /// With [`AfPacketConfig::stack_drop`]: `Ok(true)` when the kernel's
+    /// IP stack no longer sees the interface's frames, `Err(reason)` when
+    /// the drop program could not be attached. `Ok(false)`: not asked for.
+    pub fn stack_drop(&self) -> Result<bool, &str> {
+        match &self.stack_link {
+            Ok(l) => Ok(l.is_some()),
+            Err(e) => Err(e),
+        }
     }
 
     fn slot(&self, offset: usize) -> *mut u8 {
@@ -803,6 +834,54 @@ mod tests {
         assert_eq!(udp_ok, 3);
         assert_eq!(rx.stats().rx_csum_partial, 0);
         drop(rx);
+        lab.down().unwrap();
+    }
+
+    /// With `stack_drop`, the socket still gets every frame while the
+    /// namespace's kernel sees none (it answers no ARP, so a ping from the
+    /// peer fails); once the socket is closed the link and its program are
+    /// gone and the same ping is answered.
+    #[test]
+    fn stack_drop_hides_frames_from_the_kernel_only_while_open() {
+        require_root!();
+        let prefix = test_prefix();
+        let _guard = crate::testutil::PrefixGuard(prefix.clone());
+        let lab = two_hosts(&prefix, ("198.18.0.1/24", "198.18.0.2/24"));
+        let pb = lab.port("b", "a").unwrap().clone();
+        let cfg = AfPacketConfig {
+            stack_drop: true,
+            ..Default::default()
+        };
+        let mut rx = AfPacket::open_in(&pb.netns, &pb.ifname, &cfg).unwrap();
+        match rx.stack_drop() {
+            Ok(on) => assert!(on),
+            Err(e) => {
+                // tcx needs Linux >= 6.6: say so rather than fail.
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "SKIPPED stack_drop: {e}");
+                drop(rx);
+                lab.down().unwrap();
+                return;
+            }
+        }
+        let ping = |lab: &crate::lab::Lab| {
+            // A failing command is an Err of `exec`.
+            lab.exec("a", &["ping", "-c", "1", "-W", "1", "198.18.0.2"])
+                .is_ok_and(|o| o.status.success())
+        };
+        assert!(!ping(&lab), "b's kernel answered while the socket was open");
+        let mut arp = 0;
+        rx.recv_batch(usize::MAX, |f, _| {
+            arp += (f.len() > 14 && f[12..14] == [0x08, 0x06]) as usize
+        })
+        .unwrap();
+        assert!(arp >= 1, "the socket did not get a's ARP request");
+        drop(rx);
+        // The kernel releases a closed link in deferred work: a few tries.
+        assert!(
+            (0..5).any(|_| ping(&lab)),
+            "b's kernel still blind after the socket closed"
+        );
         lab.down().unwrap();
     }
 

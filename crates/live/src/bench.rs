@@ -23,15 +23,34 @@
 //! there, and the kernel's forwarding, which on veth would otherwise run
 //! in the sender's system call, is steered there with RPS on the router's
 //! ingress interface. For qosnet routers the ingress is not steered (set
-//! `QOSNET_BENCH_RPS=1` to steer it too): the copy into the router's
-//! receive ring then runs in the generator's system call, on the other
-//! core, and is not counted for qosnet — in qosnet's favour. Router CPU per
-//! forwarded packet is the router core's softirq and irq time
-//! (`/proc/stat`) plus, for qosnet, the router thread's run time
-//! (`/proc/self/task/*/schedstat`), over the trial, divided by the packets
-//! forwarded: `1e9 / ns per packet` is packets per second per core. On a
-//! machine shared with other work, the softirq time of CPU 0 includes
-//! theirs (small next to forwarding at these rates).
+//! `QOSNET_BENCH_RPS=1` to steer it too; RPS does not apply to AF_XDP's
+//! XDP path): the copy into the router's receive ring then runs in the
+//! generator's system call, on the other core, and is not counted — in
+//! qosnet's favour; the counter's receive on an AF_XDP tester is the same
+//! path and its cost is printed (below). Router CPU per forwarded packet
+//! is the router core's softirq and irq time (`/proc/stat`, tick-sampled)
+//! plus, for qosnet, the router thread's run time
+//! (`/proc/self/task/*/schedstat`), over the trial, divided by the
+//! packets forwarded: `1e9 / ns per packet` is packets per second per
+//! core. On a machine shared with other work, the softirq time of CPU 0
+//! includes theirs (small next to forwarding at these rates).
+//!
+//! **The counter's receive off the router core.** On veth a receiver's
+//! path runs in a softirq on the CPU that sent the frame: h2's receive ran
+//! in the kernel router's softirq, and inside qosnet's router thread's
+//! `send`, where it was counted twice (the thread's run time and the
+//! core's tick-sampled softirq time; 55 % of an AF_XDP router thread's
+//! samples in a profile). h2's interface is steered to the generator's
+//! core by RPS (AF_PACKET tester), or — XDP bypasses RPS — given threaded
+//! NAPI (GRO on, which gives veth a NAPI instance, then `threaded`),
+//! SCHED_FIFO on the generator's core, whose run time is printed as the
+//! counter's cost (AF_XDP tester; veth's 256-frame ring then overflows
+//! when a router sends a larger burst at once, which shows as loss).
+//! Either way it is
+//! counted for no router. qosnet's router ports drop frames at tcx
+//! ingress after their socket took them
+//! ([`crate::afpacket::AfPacketConfig::stack_drop`]; AF_XDP ports take
+//! them at XDP), so the router namespace's IP stack costs nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -93,8 +112,18 @@ pub struct Trial {
     pub offered_pps: f64,
     pub sent: u64,
     pub received: u64,
-    /// Router CPU nanoseconds per forwarded packet in this trial.
+    /// Router CPU nanoseconds per forwarded packet in this trial: the
+    /// router core's softirq + irq time plus, for qosnet, the router
+    /// thread's run time.
     pub cpu_ns_per_pkt: f64,
+    /// Of which the router core's softirq + irq time (`/proc/stat`,
+    /// sampled at each 4 ms tick): the kernel's whole forwarding path.
+    pub softirq_ns_per_pkt: f64,
+    /// Of which qosnet's router thread (user space and its system calls).
+    pub thread_ns_per_pkt: f64,
+    /// The counter's receive (h2's NAPI thread): not the router's, shown
+    /// so its size is known.
+    pub counter_ns_per_pkt: f64,
     /// The generator sent less than 90 % of the offered rate (the machine
     /// kept it off its core): the trial says little about the router.
     pub generator_short: bool,
@@ -110,8 +139,15 @@ pub struct BenchPoint {
     pub generator_pps: f64,
     /// Highest offered rate forwarded within the loss allowance.
     pub zero_loss_pps: f64,
-    /// Router CPU per forwarded packet at that rate.
+    /// Router CPU per forwarded packet at that rate, and its parts (as in
+    /// [`Trial`]).
     pub cpu_ns_per_pkt: f64,
+    pub softirq_ns_per_pkt: f64,
+    pub thread_ns_per_pkt: f64,
+    pub counter_ns_per_pkt: f64,
+    /// Router CPU per forwarded packet in the ceiling trial (offered as
+    /// fast as the generator goes): the router busiest, batches fullest.
+    pub saturated_ns_per_pkt: f64,
     pub trials: Vec<Trial>,
 }
 
@@ -189,6 +225,122 @@ fn steer(ns: &str, ifname: &str, cpu: usize) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A threaded NAPI instance of one interface: a kernel thread
+/// `napi/IFNAME-ID` whose run time is that receive path's CPU time.
+#[derive(Clone, Debug)]
+struct Napi {
+    pid: i32,
+    ifname: String,
+}
+
+/// Pids of the kernel's NAPI threads (`napi/...`).
+fn napi_threads() -> std::collections::BTreeSet<i32> {
+    let mut out = std::collections::BTreeSet::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("napi/") {
+            out.insert(pid);
+        }
+    }
+    out
+}
+
+/// Give `ifname` in namespace `ns` a NAPI thread of its own (GRO on, which
+/// on veth enables NAPI, then `threaded`), pinned to `cpu` if given,
+/// under SCHED_FIFO at `rt_prio`.
+///
+/// Why: veth runs a receiver's whole path — the kernel's forwarding, or
+/// the copy into a router's socket — in a softirq on whichever CPU sent
+/// the frame, often inside a qosnet router thread's `send`, where it was
+/// counted twice (in the thread's run time and in the CPU's tick-sampled
+/// softirq time). In a thread of its own it is counted once, exactly.
+fn threaded_napi(ns: &str, ifname: &str, cpu: Option<usize>, rt_prio: i32) -> Result<Napi, String> {
+    let before = napi_threads();
+    crate::netns::run_in(ns, || crate::iface::set_gro(ifname, true))
+        .map_err(|e| format!("{ns}: {e}"))?
+        .map_err(|e| format!("GRO on {ifname} in {ns}: {e}"))?;
+    // `ip netns exec` mounts the namespace's own sysfs.
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            &format!("echo 1 > /sys/class/net/{ifname}/threaded"),
+        ])
+        .output()
+        .map_err(|e| format!("ip netns exec: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "threaded NAPI on {ifname} in {ns}: {} (needs Linux >= 5.12)",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let tag = format!("napi/{ifname}-");
+    let new: Vec<i32> = napi_threads()
+        .difference(&before)
+        .copied()
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.starts_with(&tag)))
+        .collect();
+    let [pid] = new[..] else {
+        return Err(format!(
+            "threaded NAPI on {ifname} in {ns}: expected one new `{tag}*` kernel thread, found {new:?}"
+        ));
+    };
+    // SAFETY: plain system calls on a pid; failures are reported.
+    unsafe {
+        if let Some(c) = cpu {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(c, &mut set);
+            if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(format!(
+                    "pinning {tag}{pid} to CPU {c}: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        // SCHED_FIFO: the thread preempts ordinary threads as the softirq
+        // it replaces would, so a loaded machine does not leave frames in
+        // veth's 256-slot ring until it overflows.
+        let p = libc::sched_param {
+            sched_priority: rt_prio,
+        };
+        if libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) != 0 {
+            return Err(format!(
+                "SCHED_FIFO for {tag}{pid}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(Napi {
+        pid,
+        ifname: ifname.to_string(),
+    })
+}
+
+/// CPU time of task `pid` so far, in nanoseconds (`/proc/PID/schedstat`).
+fn task_ns(pid: i32) -> Result<u64, String> {
+    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("NAPI thread {pid} is gone"))
+}
+
+/// One reading of every CPU meter of a trial.
+#[derive(Clone, Copy, Default)]
+struct Meter {
+    softirq: u64,
+    thread: u64,
+    counter: u64,
 }
 
 /// The generator and counter: frames into h1's TX ring, frames out of
@@ -323,8 +475,7 @@ fn search(
     cfg: &BenchConfig,
     lab: &Lab,
     frame_bytes: usize,
-    cpu: Option<usize>,
-    router_cpu: &dyn Fn() -> u64,
+    meter: &dyn Fn() -> Result<Meter, String>,
     stop: &AtomicBool,
 ) -> Result<(f64, Vec<Trial>, f64), String> {
     let mut g = Gen::open(lab, frame_bytes, cfg.tester)?;
@@ -332,21 +483,26 @@ fn search(
     let _ = g.trial(0, 10_000.0, Duration::from_millis(200), stop);
     let mut trials = Vec::new();
     let mut k = 1u32;
-    let mut run = |g: &mut Gen, pps: f64| {
+    let mut run = |g: &mut Gen, pps: f64| -> Result<Trial, String> {
         // A trial the generator could not keep up with is repeated (twice
         // at most): on a shared machine it is the machine, not the router.
         let mut t = Trial::default();
         for _ in 0..3 {
-            let (c0, r0) = (cpu.map_or(0, cpu_irq_ns), router_cpu());
+            let m0 = meter()?;
             let (sent, got) = g.trial(k, pps, cfg.trial, stop);
-            let (c1, r1) = (cpu.map_or(0, cpu_irq_ns), router_cpu());
+            let m1 = meter()?;
             k += 1;
             let actual = sent as f64 / cfg.trial.as_secs_f64();
+            let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / got.max(1) as f64;
+            let (softirq, thread) = (per(m0.softirq, m1.softirq), per(m0.thread, m1.thread));
             t = Trial {
                 offered_pps: if pps > 0.0 { pps } else { actual },
                 sent,
                 received: got,
-                cpu_ns_per_pkt: ((c1 - c0) + r1.saturating_sub(r0)) as f64 / got.max(1) as f64,
+                cpu_ns_per_pkt: softirq + thread,
+                softirq_ns_per_pkt: softirq,
+                thread_ns_per_pkt: thread,
+                counter_ns_per_pkt: per(m0.counter, m1.counter),
                 generator_short: pps > 0.0 && actual < 0.9 * pps,
             };
             trials.push(t);
@@ -354,10 +510,10 @@ fn search(
                 break;
             }
         }
-        t
+        Ok(t)
     };
     // The ceiling: as fast as the generator goes.
-    let top = run(&mut g, 0.0);
+    let top = run(&mut g, 0.0)?;
     let passes = |t: &Trial| t.received as f64 >= t.sent as f64 * (1.0 - cfg.loss) && t.sent > 0;
     if passes(&top) {
         return Ok((top.offered_pps, trials, top.offered_pps));
@@ -368,7 +524,7 @@ fn search(
             return Err("interrupted".into());
         }
         let mid = (lo + hi) / 2.0;
-        let t = run(&mut g, mid);
+        let t = run(&mut g, mid)?;
         if passes(&t) {
             lo = mid;
         } else {
@@ -446,6 +602,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                     tx_mode: TxMode::Ring,
                     rx_frames: 8192,
                     tx_frames: 1024,
+                    stack_drop: true,
                     ..AfPacketConfig::default()
                 },
                 devices: PortDevices {
@@ -471,31 +628,60 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
             let p = lab.port("r", "h1").ok_or("no router port")?;
             steer(&p.netns, &p.ifname, c)?;
         }
+        // The counter's receive runs on the generator's core, not in the
+        // router's softirq or send: by RPS (a backlog of 1 000 frames
+        // absorbs a router's burst), or — XDP bypasses RPS — in a NAPI
+        // thread of its own.
+        let pout = lab.port("h2", "r").ok_or("no h2 port")?;
+        let counter = match (cfg.tester, gcpu) {
+            (DeviceKind::AfXdp, _) => Some(threaded_napi(&pout.netns, &pout.ifname, gcpu, 50)?),
+            (DeviceKind::AfPacket, Some(c)) => {
+                steer(&pout.netns, &pout.ifname, c)?;
+                None
+            }
+            (DeviceKind::AfPacket, None) => None,
+        };
         std::thread::sleep(std::time::Duration::from_millis(100));
         // Raised only now, after the router thread was created: threads
         // inherit their creator's nice value, and a router thread that
         // inherited −20 forwarded nothing here.
         let old_nice = crate::driver::set_nice(-20);
-        let router_cpu = || -> u64 {
-            // The router thread runs in this process as qosnet-routers.
-            if kernel {
-                return 0;
-            }
-            thread_cpu_ns("qosnet-routers").unwrap_or(0)
+        let meter = || -> Result<Meter, String> {
+            Ok(Meter {
+                softirq: rcpu.map_or(0, cpu_irq_ns),
+                // The router thread runs in this process as qosnet-routers.
+                thread: if kernel {
+                    0
+                } else {
+                    thread_cpu_ns("qosnet-routers").unwrap_or(0)
+                },
+                counter: match &counter {
+                    Some(n) => task_ns(n.pid).map_err(|e| format!("{}: {e}", n.ifname))?,
+                    None => 0,
+                },
+            })
         };
         for &fb in &cfg.frame_sizes {
-            let (pps, trials, top) = search(cfg, lab, fb, rcpu, &router_cpu, &stop)?;
+            let (pps, trials, top) = search(cfg, lab, fb, &meter, &stop)?;
             let at = trials
                 .iter()
                 .filter(|t| t.offered_pps <= pps + 0.5 && t.received > 0 && !t.generator_short)
                 .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))
-                .map_or(0.0, |t| t.cpu_ns_per_pkt);
+                .copied()
+                .unwrap_or_default();
             out.push(BenchPoint {
                 router: router.clone(),
                 frame_bytes: fb,
                 generator_pps: top,
                 zero_loss_pps: pps,
-                cpu_ns_per_pkt: at,
+                cpu_ns_per_pkt: at.cpu_ns_per_pkt,
+                softirq_ns_per_pkt: at.softirq_ns_per_pkt,
+                saturated_ns_per_pkt: trials
+                    .iter()
+                    .find(|t| !t.generator_short && t.received > 0)
+                    .map_or(0.0, |t| t.cpu_ns_per_pkt),
+                thread_ns_per_pkt: at.thread_ns_per_pkt,
+                counter_ns_per_pkt: at.counter_ns_per_pkt,
                 trials,
             });
         }

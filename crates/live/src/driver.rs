@@ -13,7 +13,7 @@
 //!     for each port: recv_batch → node.handle_frame(now, port, frame)   (or its CPU model)
 //!     for each node: handle_timeout(now); poll_transmit(now) → device.send
 //!     wait until min(node.poll_timeout(now)), or a frame arrives:
-//!         ppoll(all ports) until `spin` before the deadline, then busy-poll
+//!         epoll (all ports, registered once) until `spin` before the deadline, then busy-poll
 //! }
 //! ```
 //!
@@ -54,7 +54,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{self, Clock, Lateness, LatenessSummary};
-use crate::device::{wait_readable, Device, DeviceStats};
+use crate::device::{Device, DeviceStats, Waiter};
 use crate::metrics::{self, HistSnap, MetricsHub, Snapshot};
 
 /// How the driver waits and batches.
@@ -631,6 +631,7 @@ impl<D: Device> Driver<D> {
             .chain(self.services.iter().map(|s| s.poll_fd()))
             .filter(|fd| *fd >= 0)
             .collect();
+        let mut waiter = Waiter::new(&fds);
         let mut mark = 0;
         let mut deadline: Option<Instant> = None;
         while !stop() {
@@ -687,7 +688,7 @@ impl<D: Device> Driver<D> {
                 let sleep = (left - self.cfg.spin).min(self.cfg.max_sleep);
                 self.stats.sleeps += 1;
                 // A failing ppoll (never seen) degrades to busy-polling.
-                let _ = wait_readable(&fds, Some(sleep));
+                let _ = waiter.wait(sleep);
             } else {
                 std::hint::spin_loop();
             }

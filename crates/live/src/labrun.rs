@@ -529,7 +529,13 @@ impl Default for LiveOptions {
                 nice: Some(-15),
                 ..DriverConfig::default()
             },
-            afpacket: AfPacketConfig::default(),
+            // A lab's node namespaces have no IP stack of their own to
+            // feed: their frames are the node's alone (QOSNET_STACK_DROP=0
+            // lets the namespace's kernel see them again, for comparison).
+            afpacket: AfPacketConfig {
+                stack_drop: std::env::var_os("QOSNET_STACK_DROP").is_none_or(|v| v != "0"),
+                ..AfPacketConfig::default()
+            },
             devices: PortDevices::default(),
             timer_noise: true,
             verbose: false,

@@ -197,10 +197,13 @@ impl NetDevice {
                 }
             }
         }
-        Ok((
-            NetDevice::Packet(open_packet(netns, ifname, packet)?),
-            "af_packet".into(),
-        ))
+        let d = open_packet(netns, ifname, packet)?;
+        let how = match d.stack_drop() {
+            Ok(true) => "af_packet, kernel stack bypassed (tcx drop after the tap)".to_string(),
+            Ok(false) => "af_packet".to_string(),
+            Err(e) => format!("af_packet (kernel stack still sees frames: {e})"),
+        };
+        Ok((NetDevice::Packet(d), how))
     }
 
     pub fn kind(&self) -> DeviceKind {

@@ -110,7 +110,11 @@ pub fn open(
         let kind = o.devices.kind_for(name, peer);
         let (dev, how) = NetDevice::open(p.netns.as_deref(), &p.ifname, kind, &o.afpacket, &o.devices.xdp)
             .map_err(|e| format!("node {name}: opening {}: {e}", p.ifname))?;
-        if !o.devices.all_af_packet() || (kind == DeviceKind::AfXdp) != (dev.kind() == DeviceKind::AfXdp) {
+        let drop_refused = matches!(&dev, NetDevice::Packet(d) if d.stack_drop().is_err());
+        if !o.devices.all_af_packet()
+            || (kind == DeviceKind::AfXdp) != (dev.kind() == DeviceKind::AfXdp)
+            || drop_refused
+        {
             eprintln!("node {name} port {k} ({} towards {peer}): {how}", p.ifname);
         }
         if let Some(r) = node.as_any_mut().downcast_mut::<Router>() {

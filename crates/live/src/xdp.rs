@@ -426,6 +426,51 @@ impl XdpAttach {
     }
 }
 
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+/// `enum bpf_attach_type` BPF_TCX_INGRESS (Linux ≥ 6.6).
+const BPF_TCX_INGRESS: u32 = 46;
+/// `TC_ACT_SHOT`: drop the skb.
+const TC_ACT_SHOT: i32 = 2;
+
+/// Attach `r0 = TC_ACT_SHOT; exit` at tcx ingress of `ifindex` (in the
+/// calling thread's namespace) and return the BPF link: the program stays
+/// exactly as long as the descriptor, like the XDP link above.
+///
+/// Why: a frame arriving on an interface is handed to the AF_PACKET taps
+/// (`ptype_all`) *before* tc ingress, and to the IP stack after it
+/// (`__netif_receive_skb_core`). A router port's AF_PACKET socket
+/// ([`crate::afpacket::AfPacketConfig::stack_drop`]) therefore still gets
+/// every frame, while the namespace's own IP stack — which has no address
+/// and does not forward, but still parses every frame and looks up a route
+/// for it (`ip_rcv`, `ip_route_input_slow`) before dropping it — never
+/// sees them. On veth that work runs in the sender's softirq, i.e. in the
+/// live router thread when the routers feed each other.
+pub(crate) fn attach_tc_ingress_drop(ifindex: u32) -> io::Result<OwnedFd> {
+    let insns = [
+        BpfInsn::new(BPF_ALU64_MOV_K, 0, 0, 0, TC_ACT_SHOT),
+        BpfInsn::new(BPF_JMP_EXIT, 0, 0, 0, 0),
+    ];
+    let license = b"GPL\0";
+    let mut p = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_SCHED_CLS,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        prog_name: name16("qosnet_stkdrop"),
+        expected_attach_type: BPF_TCX_INGRESS,
+        ..Default::default()
+    };
+    let prog = bpf_fd(BPF_PROG_LOAD, &mut p, "loading the tc ingress drop program")?;
+    let mut l = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_TCX_INGRESS,
+        flags: 0,
+    };
+    // The link holds the program; `prog` may close.
+    bpf_fd(BPF_LINK_CREATE, &mut l, "attaching at tcx ingress")
+}
+
 fn load_program(map_fd: RawFd, pass_arp: bool) -> io::Result<OwnedFd> {
     let insns = redirect_program(map_fd, pass_arp);
     let license = b"GPL\0";

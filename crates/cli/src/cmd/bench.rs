@@ -79,50 +79,57 @@ pub fn run(c: BenchCmd) -> Result<()> {
         a.tester
     );
     outln!(
-        "{:<12} {:>6} {:>14} {:>14} {:>12} {:>13} {:>10} {:>10}",
+        "{:<12} {:>6} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
         "router",
         "frame",
-        "generator pps",
-        "zero-loss pps",
+        "gen pps",
+        "0-loss pps",
         "ns/pkt",
-        "pps per core",
+        "softirq",
+        "thread",
+        "sat ns",
+        "counter",
         "vs kernel",
-        "per core"
+        "per core",
+        "sat/core"
     );
     for p in &pts {
         let k = pts
             .iter()
             .find(|q| q.router == "kernel" && q.frame_bytes == p.frame_bytes);
         // No CPU time measured (no trial qualified): n/a, not 1e9 pps.
-        let per_core = |q: &qosnet_live::bench::BenchPoint| {
-            if q.cpu_ns_per_pkt > 0.0 {
-                1e9 / q.cpu_ns_per_pkt
-            } else {
-                f64::NAN
-            }
-        };
-        let (r1, r2) = k.map_or((f64::NAN, f64::NAN), |k| {
+        let per_core = |ns: f64| if ns > 0.0 { 1e9 / ns } else { f64::NAN };
+        let (r1, r2, r3) = k.map_or((f64::NAN, f64::NAN, f64::NAN), |k| {
             (
                 p.zero_loss_pps / k.zero_loss_pps.max(1.0),
-                per_core(p) / per_core(k),
+                per_core(p.cpu_ns_per_pkt) / per_core(k.cpu_ns_per_pkt),
+                per_core(p.saturated_ns_per_pkt) / per_core(k.saturated_ns_per_pkt),
             )
         });
         outln!(
-            "{:<12} {:>6} {:>14.0} {:>14.0} {:>12.0} {:>13.0} {:>9.2}x {:>9.2}x",
+            "{:<12} {:>6} {:>11.0} {:>11.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.2}x {:>8.2}x {:>8.2}x",
             p.router,
             p.frame_bytes,
             p.generator_pps,
             p.zero_loss_pps,
             p.cpu_ns_per_pkt,
-            per_core(p),
+            p.softirq_ns_per_pkt,
+            p.thread_ns_per_pkt,
+            p.saturated_ns_per_pkt,
+            p.counter_ns_per_pkt,
             r1,
-            r2
+            r2,
+            r3
         );
     }
     outln!(
-        "ns/pkt: the router core's softirq+irq time (+ the qosnet router thread's run time) per packet\n\
-         forwarded in the highest passing trial; pps per core = 1e9 / ns/pkt. A zero-loss rate equal to\n\
-         the generator's means the generator, not the router, was the limit."
+        "ns/pkt: router CPU per packet forwarded in the highest passing trial = softirq (the router\n\
+         core's, tick-sampled: the kernel's forwarding) + thread (qosnet's router thread; its receive copy\n\
+         runs on the generator's core, uncounted). sat ns: the same in the ceiling trial (offered as fast\n\
+         as the generator goes). counter: h2's receive (AF_XDP tester: its NAPI thread; AF_PACKET tester:\n\
+         RPS-steered to the generator's core, not measured), never counted.\n\
+         per core = (1e9 / ns/pkt) against the kernel's; sat/core likewise from sat ns. A zero-loss rate\n\
+         equal to the generator's means the generator, not the router, was the limit."
     );
     Ok(())
 }
