@@ -179,14 +179,33 @@ fn scenario_flows_arrive_complete() {
     let p = prefix();
     let _g = Guard(p.clone());
     let sc = load_str("line", LINE, &[]).unwrap();
+    let cpu0 = cpu_denied_ns();
     let run = labrun::run(&sc, &opts(&p), Arc::new(AtomicBool::new(false))).unwrap();
+    let denied = cpu_denied_ns().saturating_sub(cpu0);
     let r = &run.results;
     assert_eq!(r.mode, "live");
     let a = r.flow("a").unwrap();
+    let b = r.flow("b").unwrap();
+    // Router, generators and sinks are this process's threads: denied
+    // the CPU for a tenth of the run or more (seen at load ~14), sockets
+    // overflow and delays grow with the machine, not with qosnet. Then
+    // only the accounting is checked.
+    if denied >= 100_000_000 {
+        eprintln!(
+            "SKIPPED {}:{}: completeness and delay checks: threads denied the CPU for {} ms",
+            file!(),
+            line!(),
+            denied / 1_000_000
+        );
+        for f in [a, b] {
+            assert!(f.received > 0 && f.received + f.lost == f.sent, "{f:?}");
+        }
+        assert!(leftovers(&p).is_empty());
+        return;
+    }
     // 2000 pps for the 0.9 s after warm-up.
     assert!((1790..=1810).contains(&a.sent), "{a:?}");
     assert_eq!((a.received, a.lost), (a.sent, 0), "{a:?}");
-    let b = r.flow("b").unwrap();
     assert!(b.sent > 300, "{b:?}");
     assert_eq!((b.received, b.lost), (b.sent, 0), "{b:?}");
     assert!(a.delay_ns.min > 0 && a.delay_ns.max < 50_000_000, "{a:?}");
@@ -435,8 +454,12 @@ fn tdp_stamps_alternate_on_the_wire() {
     // 250 us; a stall of several TFs moves frames out of their TF).
     let denied = cpu_denied_ns().saturating_sub(cpu0);
     let quiet = denied < 5_000_000;
+    // Denied a seventh of the capture or more (seen: 230-640 ms of 700 at
+    // load ~14), the counts below say how much CPU the machine gave, not
+    // whether the router stamps right: only the stamps' form is checked.
+    let starved = denied >= 100_000_000;
     let g = gen.join().unwrap();
-    assert!(g.sent >= 590, "{g:?}");
+    assert!(starved || g.sent >= 590, "{g:?}");
     drop(tap);
     drop(live);
     assert!(leftovers(&p).is_empty());
@@ -455,6 +478,18 @@ fn tdp_stamps_alternate_on_the_wire() {
     let tdp: Vec<_> = frames.iter().filter(|f| is_tdp_tos(f.1)).collect();
     let padding = tdp.iter().filter(|f| f.2).count();
     let data = tdp.len() - padding;
+    let codes: std::collections::BTreeSet<u8> = tdp.iter().map(|f| f.1).collect();
+    if starved {
+        eprintln!(
+            "SKIPPED {}:{}: TF-exact checks: threads denied the CPU for {} ms of the 700 ms capture",
+            file!(),
+            line!(),
+            denied / 1_000_000
+        );
+        assert!(data > 0 && padding > 0, "data {data}, padding {padding}");
+        assert!(codes.iter().all(|&c| is_tdp_tos(c)), "{codes:?}");
+        return;
+    }
     assert!(data >= 500, "reserved frames on the wire: {data}");
     assert!(
         padding > count,
@@ -488,7 +523,6 @@ fn tdp_stamps_alternate_on_the_wire() {
         adjacent > count && flips as f64 > share * adjacent as f64,
         "{flips} of {adjacent} (CPU denied {denied} ns)"
     );
-    let codes: std::collections::BTreeSet<u8> = tdp.iter().map(|f| f.1).collect();
     assert_eq!(
         codes.into_iter().collect::<Vec<_>>(),
         vec![0x0c, 0x1c, 0x2c, 0x3c]
@@ -861,6 +895,7 @@ fn iperf3_agrees_with_qosnet_sink() {
             .unwrap(),
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
+    let psi0 = cpu_pressure_us();
     let out = live
         .lab()
         .exec(
@@ -881,11 +916,29 @@ fn iperf3_agrees_with_qosnet_sink() {
         q_bps / 1e6,
         q_rx + q_lost
     );
-    assert!(
-        (ip_bps - q_bps).abs() < 0.05 * q_bps,
-        "iperf3 {ip_bps} vs qosnet {q_bps}"
-    );
-    assert!(lost < 1.0 && (q_lost as f64) < 0.01 * (q_rx + q_lost) as f64);
+    // Two runs one after the other, each paced by its own sender: they
+    // agree only if nothing else took the CPUs meanwhile (PSI: time some
+    // runnable task waited for a CPU, machine-wide; at load ~14 the
+    // senders lost hundreds of ms).
+    let busy_us = cpu_pressure_us().saturating_sub(psi0);
+    if busy_us >= 200_000 {
+        eprintln!(
+            "SKIPPED {}:{}: agreement and loss checks: tasks waited {} ms for a CPU during the runs",
+            file!(),
+            line!(),
+            busy_us / 1000
+        );
+        assert!(
+            ip_bps > 0.0 && q_rx > 0,
+            "iperf3 {ip_bps}, qosnet received {q_rx}"
+        );
+    } else {
+        assert!(
+            (ip_bps - q_bps).abs() < 0.05 * q_bps,
+            "iperf3 {ip_bps} vs qosnet {q_bps} (CPU pressure {busy_us} us)"
+        );
+        assert!(lost < 1.0 && (q_lost as f64) < 0.01 * (q_rx + q_lost) as f64);
+    }
     drop(live);
     assert!(leftovers(&p).is_empty());
 }
