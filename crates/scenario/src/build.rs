@@ -302,7 +302,7 @@ fn rether_port(
     epoch: Instant,
     faults: Vec<qosnet_core::rether::app::Fault>,
 ) -> Result<(RetherHost, Vec<(usize, qosnet_core::rether::SessionId)>), String> {
-    use qosnet_core::rether::{timing, Boot, RetherStation, SessionId, StationConfig};
+    use qosnet_core::rether::{Boot, RetherStation, SessionId, StationConfig};
     let node = &sc.nodes[i];
     let my_id = node
         .rether_id()
@@ -346,17 +346,7 @@ fn rether_port(
     };
     cfg.timing = p.timing(seg.capacity_bps, seg.framing, members.len());
     cfg.trt = p.trt;
-    cfg.t_nrt = match p.t_nrt {
-        Some(t) => t,
-        None => {
-            let eq6 = timing::paper_t_nrt_min(members.len() as u64, cfg.timing.t_token, 1, 5, p.trt);
-            let one = cfg
-                .timing
-                .nrt_visit_max(qosnet_core::rether::NrtPolicy::OnePacket)
-                .unwrap_or(Duration::ZERO);
-            eq6.max(one)
-        }
-    };
+    cfg.t_nrt = p.station_t_nrt(&cfg.timing, members.len());
     cfg.nrt_policy = p.nrt_policy;
     cfg.ack_stagger = p.ack_stagger;
     cfg.ack_margin = p.ack_margin;

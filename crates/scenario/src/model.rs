@@ -168,6 +168,16 @@ impl RetherParams {
         m.t_token += m.copy_time(token) + m.copy_time(token);
         m
     }
+    /// The T_NRT a station of a segment with `members` stations and timing
+    /// `m` runs with: the scenario's `t_nrt`, else eq. 6's minimum (X = 1,
+    /// 5 % NRT) but at least one maximum-size NRT visit.
+    pub fn station_t_nrt(&self, m: &qosnet_core::rether::TimingModel, members: usize) -> Duration {
+        use qosnet_core::rether::{timing, NrtPolicy};
+        self.t_nrt.unwrap_or_else(|| {
+            let eq6 = timing::paper_t_nrt_min(members as u64, m.t_token, 1, 5, self.trt);
+            eq6.max(m.nrt_visit_max(NrtPolicy::OnePacket).unwrap_or(Duration::ZERO))
+        })
+    }
 }
 
 /// `[taprio]`, validated: the cycle starts at `base_time`; each entry opens

@@ -141,6 +141,16 @@ fn station_timing_the_simulator_refuses_is_refused_at_load() {
     assert!(e.line > 0 && e.msg.contains("token frame's wire time"), "{e}");
     let e = err(&format!("{BASE}\n[rether]\nt_nrt = \"100us\"\n"));
     assert!(e.line > 0 && e.msg.contains("one maximum-size NRT visit"), "{e}");
+    // Without t_nrt the stations derive one (eq. 6, at least one NRT
+    // visit): a TRT too short for it was accepted and the simulator then
+    // refused every station (the scenario fuzzer's find, 2026-11-24).
+    let text = format!("{BASE}\n[rether]\ntrt = \"650us\"\n");
+    let e = err(&text);
+    let trt_line = text.lines().position(|l| l.starts_with("trt =")).unwrap() + 1;
+    assert_eq!(e.line, trt_line, "{e}");
+    assert!(e.msg.contains("leaves no time for NRT traffic"), "{e}");
+    // Room for it: loads.
+    load_str("r.toml", &format!("{BASE}\n[rether]\ntrt = \"20ms\"\n"), &[]).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Table 3's copy costs (§5.2): read, charged in the stations' model (the

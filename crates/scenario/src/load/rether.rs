@@ -336,7 +336,8 @@ pub(super) fn stations(
 
 /// What a station refuses to start with, checked per RETHER segment at
 /// load (so `check` and `sim` agree, with the line): a token frame must
-/// fit in t_token, and an explicit t_nrt must hold one NRT visit.
+/// fit in t_token, an explicit t_nrt must hold one NRT visit, and the
+/// T_NRT the stations derive without one must leave the TRT room.
 fn segment_timing(
     cx: &Ctx,
     f: &raw::File,
@@ -361,6 +362,22 @@ fn segment_timing(
                 ),
                 "t_token covers passing the token: make it at least that, or the segment faster",
             ));
+        }
+        if p.t_nrt.is_none() {
+            let t = p.station_t_nrt(&m, topo.members(s).len());
+            if t >= p.trt {
+                return Err(cx.err(
+                    r.map(|r| span(&r.trt)).unwrap_or(0..0),
+                    format!(
+                        "trt {} leaves no time for NRT traffic on segment `{}`: its stations' T_NRT \
+                         (eq. 6 with {} stations, at least one maximum-size NRT visit) is {t}",
+                        p.trt,
+                        n.name,
+                        topo.members(s).len()
+                    ),
+                    "raise trt above that, or give t_nrt below trt",
+                ));
+            }
         }
         if let (Some(t), Some(one)) = (p.t_nrt, m.nrt_visit_max(p.nrt_policy)) {
             if t < one {
