@@ -284,21 +284,30 @@ proptest! {
                 }
             }
         }
-        let mut now = clock.now;
-        // Drain, waking when the scheduler says, stepping on when it
-        // holds a frame back (a guard band, a gate).
-        for _ in 0..400 {
-            if s.is_empty() {
-                break;
-            }
-            if let Some(at) = s.poll_at(now) {
-                now = now.max(at);
-            }
-            if !take(s.as_mut(), now)? {
-                now += Duration::from_micros(7);
-            }
+        drain(s.as_mut(), clock.now, take)?;
+    }
+}
+
+/// Empties `s`, waking when it says and stepping on when it holds a frame
+/// back (a guard band, a gate); `take_at` takes a frame at a time and says
+/// whether one came out.
+fn drain(
+    s: &mut dyn Scheduler,
+    mut now: Instant,
+    mut take_at: impl FnMut(&mut dyn Scheduler, Instant) -> Result<bool, TestCaseError>,
+) -> Result<(), TestCaseError> {
+    for _ in 0..400 {
+        if s.is_empty() {
+            break;
+        }
+        if let Some(at) = s.poll_at(now) {
+            now = now.max(at);
+        }
+        if !take_at(s, now)? {
+            now += Duration::from_micros(7);
         }
     }
+    Ok(())
 }
 
 /// `poll_at(now)` answered `w`: if that is in the future (or never), every
@@ -341,18 +350,10 @@ proptest! {
             }
             future_answer_holds(s.as_ref(), now)?;
         }
-        let mut now = clock.now;
-        for _ in 0..400 {
-            if s.is_empty() {
-                break;
-            }
-            if let Some(at) = s.poll_at(now) {
-                now = now.max(at);
-            }
-            if s.dequeue(now).is_none() {
-                now += Duration::from_micros(7);
-            }
-            future_answer_holds(s.as_ref(), now)?;
-        }
+        drain(s.as_mut(), clock.now, |s, now| {
+            let out = s.dequeue(now).is_some();
+            future_answer_holds(s, now)?;
+            Ok(out)
+        })?;
     }
 }
