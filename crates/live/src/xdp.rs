@@ -314,6 +314,21 @@ fn bpf_fd_raw<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
 }
 
+/// A request to load `insns` (which must outlive the load call) as a
+/// program of `prog_type` for `attach`, under the GPL the kernel helpers
+/// the programs call require.
+fn prog_attr(prog_type: u32, insns: &[BpfInsn], name: &str, attach: u32) -> ProgLoadAttr {
+    ProgLoadAttr {
+        prog_type,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: c"GPL".as_ptr() as u64,
+        prog_name: name16(name),
+        expected_attach_type: attach,
+        ..Default::default()
+    }
+}
+
 fn name16(s: &str) -> [u8; 16] {
     let mut n = [0u8; 16];
     for (d, b) in n.iter_mut().zip(s.bytes().take(15)) {
@@ -450,16 +465,7 @@ pub(crate) fn attach_tc_ingress_drop(ifindex: u32) -> io::Result<OwnedFd> {
         BpfInsn::new(BPF_ALU64_MOV_K, 0, 0, 0, TC_ACT_SHOT),
         BpfInsn::new(BPF_JMP_EXIT, 0, 0, 0, 0),
     ];
-    let license = b"GPL\0";
-    let mut p = ProgLoadAttr {
-        prog_type: BPF_PROG_TYPE_SCHED_CLS,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        prog_name: name16("qosnet_stkdrop"),
-        expected_attach_type: BPF_TCX_INGRESS,
-        ..Default::default()
-    };
+    let mut p = prog_attr(BPF_PROG_TYPE_SCHED_CLS, &insns, "qosnet_stkdrop", BPF_TCX_INGRESS);
     let prog = bpf_fd(BPF_PROG_LOAD, &mut p, "loading the tc ingress drop program")?;
     let mut l = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
@@ -473,16 +479,7 @@ pub(crate) fn attach_tc_ingress_drop(ifindex: u32) -> io::Result<OwnedFd> {
 
 fn load_program(map_fd: RawFd, pass_arp: bool) -> io::Result<OwnedFd> {
     let insns = redirect_program(map_fd, pass_arp);
-    let license = b"GPL\0";
-    let mut p = ProgLoadAttr {
-        prog_type: BPF_PROG_TYPE_XDP,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        prog_name: name16("qosnet_xsk"),
-        expected_attach_type: BPF_XDP,
-        ..Default::default()
-    };
+    let mut p = prog_attr(BPF_PROG_TYPE_XDP, &insns, "qosnet_xsk", BPF_XDP);
     match bpf_fd(BPF_PROG_LOAD, &mut p, "loading the XDP program") {
         Ok(fd) => Ok(fd),
         Err(e) => {
