@@ -212,17 +212,26 @@ fn cpu_irq_ns(cpu: usize) -> u64 {
 /// Steer receive processing of `ifname` in namespace `ns` to `cpu` (RPS).
 fn steer(ns: &str, ifname: &str, cpu: usize) -> Result<(), String> {
     let path = format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus");
-    let mask = format!("{:x}", 1u64 << cpu);
-    // `ip netns exec` mounts the namespace's own sysfs.
+    write_sysfs_in(ns, &path, &format!("{:x}", 1u64 << cpu), |why| {
+        format!("RPS on {ifname} in {ns}: {why}")
+    })
+}
+
+/// Write `value` to the sysfs file `path` as namespace `ns` sees it
+/// (`ip netns exec` mounts the namespace's own sysfs); a refusal is
+/// reported as `refused(the shell's error)`.
+fn write_sysfs_in(
+    ns: &str,
+    path: &str,
+    value: &str,
+    refused: impl FnOnce(&str) -> String,
+) -> Result<(), String> {
     let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "sh", "-c", &format!("echo {mask} > {path}")])
+        .args(["netns", "exec", ns, "sh", "-c", &format!("echo {value} > {path}")])
         .output()
         .map_err(|e| format!("ip netns exec: {e}"))?;
     if !out.status.success() {
-        return Err(format!(
-            "RPS on {ifname} in {ns}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(refused(String::from_utf8_lossy(&out.stderr).trim()));
     }
     Ok(())
 }
@@ -267,24 +276,9 @@ fn threaded_napi(ns: &str, ifname: &str, cpu: Option<usize>, rt_prio: i32) -> Re
     crate::netns::run_in(ns, || crate::iface::set_gro(ifname, true))
         .map_err(|e| format!("{ns}: {e}"))?
         .map_err(|e| format!("GRO on {ifname} in {ns}: {e}"))?;
-    // `ip netns exec` mounts the namespace's own sysfs.
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "sh",
-            "-c",
-            &format!("echo 1 > /sys/class/net/{ifname}/threaded"),
-        ])
-        .output()
-        .map_err(|e| format!("ip netns exec: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "threaded NAPI on {ifname} in {ns}: {} (needs Linux >= 5.12)",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    write_sysfs_in(ns, &format!("/sys/class/net/{ifname}/threaded"), "1", |why| {
+        format!("threaded NAPI on {ifname} in {ns}: {why} (needs Linux >= 5.12)")
+    })?;
     let tag = format!("napi/{ifname}-");
     let new: Vec<i32> = napi_threads()
         .difference(&before)
