@@ -111,24 +111,53 @@ pub enum Verdict {
     Held,
 }
 
+/// Per port, a lower bound on when its transmitter may next send:
+/// `Instant::MAX` only while it is waiting for its NIC or its queue is
+/// quiet (`Port::tx_at`), its `busy_until` or earlier otherwise. The
+/// transmitter scan and the next-work scan run after every event in the
+/// simulator; this dense copy lets them pass a busy or quiet port without
+/// touching it. Whatever may wake a port (an enqueue, a NIC's completion)
+/// sets its entry from the port again, and outside access (`port_mut`) to
+/// zero, which makes the next scan ask the port.
+struct TxHints {
+    at: Vec<Instant>,
+    /// A lower bound on every entry: every [`TxHints::set`] lowers it to
+    /// the value written, and [`TxHints::settle`] (after a transmitter
+    /// scan) raises it to the entries' minimum. The scan that ends each
+    /// event's transmit loop (the one that finds nothing more to send) is
+    /// then one comparison while no port can send before it.
+    lb: Instant,
+}
+
+impl TxHints {
+    fn new() -> Self {
+        TxHints {
+            at: Vec::new(),
+            lb: Instant::ZERO,
+        }
+    }
+    /// A new port: asked at the next scan.
+    fn push(&mut self) {
+        self.at.push(Instant::ZERO);
+        self.lb = Instant::ZERO;
+    }
+    /// Set port `i`'s hint, keeping `lb` a lower bound.
+    fn set(&mut self, i: usize, t: Instant) {
+        if let Some(e) = self.at.get_mut(i) {
+            *e = t;
+            self.lb = self.lb.min(t);
+        }
+    }
+    /// The bound made tight again, after a scan.
+    fn settle(&mut self) {
+        self.lb = self.at.iter().copied().min().unwrap_or(Instant::MAX);
+    }
+}
+
 pub struct Router {
     pub name: String,
     ports: Vec<Port>,
-    /// Per port, a lower bound on when its transmitter may next send:
-    /// `Instant::MAX` only while it is waiting for its NIC or its queue is
-    /// quiet (`Port::tx_at`), its `busy_until` or earlier otherwise. The
-    /// transmitter scan and the next-work scan run after every event in the
-    /// simulator; this dense copy lets them pass a busy or quiet port
-    /// without touching it. Whatever may wake a port (an enqueue, a NIC's
-    /// completion) sets its entry from the port again, and outside access
-    /// (`port_mut`) to zero, which makes the next scan ask the port.
-    tx_at: Vec<Instant>,
-    /// A lower bound on every entry of `tx_at`: every write lowers it to
-    /// the value written, and a transmitter scan sets it to the entries'
-    /// minimum. The scan that ends each event's transmit loop (the one
-    /// that finds nothing more to send, after every event) is then one
-    /// comparison while no port can send before it.
-    tx_lb: Instant,
+    tx_at: TxHints,
     /// Some port may be resolving a next hop (ARP): set whenever one
     /// starts, cleared by a scan that finds none, so the timers and the
     /// next-work scan after every event skip the ports' ARP state while
@@ -155,8 +184,7 @@ impl Router {
         Router {
             name: name.into(),
             ports: Vec::new(),
-            tx_at: Vec::new(),
-            tx_lb: Instant::ZERO,
+            tx_at: TxHints::new(),
             arp_maybe: false,
             routes: RouteTable::new(),
             tdp: None,
@@ -190,8 +218,7 @@ impl Router {
     /// Add an interface; returns its index.
     pub fn add_port(&mut self, cfg: PortConfig, sched: Box<dyn Scheduler>) -> u16 {
         self.ports.push(Port::new(cfg, sched));
-        self.tx_at.push(Instant::ZERO);
-        self.tx_lb = Instant::ZERO;
+        self.tx_at.push();
         (self.ports.len() - 1) as u16
     }
     pub fn set_classifier(&mut self, c: Box<dyn Classifier>) {
@@ -207,7 +234,7 @@ impl Router {
         &self.ports
     }
     pub fn port_mut(&mut self, i: u16) -> Option<&mut Port> {
-        self.set_tx_at(i as usize, Instant::ZERO);
+        self.tx_at.set(i as usize, Instant::ZERO);
         self.ports.get_mut(i as usize)
     }
 
@@ -215,16 +242,7 @@ impl Router {
     /// enqueued, its NIC finished): the next scan asks it.
     fn wake_port(&mut self, i: u16) {
         if let Some(p) = self.ports.get(i as usize) {
-            let t = p.tx_at();
-            self.set_tx_at(i as usize, t);
-        }
-    }
-
-    /// Set port `i`'s transmit hint, keeping `tx_lb` a lower bound.
-    fn set_tx_at(&mut self, i: usize, t: Instant) {
-        if let Some(e) = self.tx_at.get_mut(i) {
-            *e = t;
-            self.tx_lb = self.tx_lb.min(t);
+            self.tx_at.set(i as usize, p.tx_at());
         }
     }
 
@@ -422,9 +440,7 @@ impl Router {
             while let Some((port, pkt)) = c.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
                     let _ = p.enqueue(pkt, now);
-                    let t = p.tx_at();
-                    self.tx_at[port as usize] = t;
-                    self.tx_lb = self.tx_lb.min(t);
+                    self.tx_at.set(port as usize, p.tx_at());
                 }
             }
         }
@@ -449,7 +465,7 @@ impl Router {
     /// Output: the next frame to put on a link at `now`, with its port,
     /// taking the ports in turn so none is starved when several are ready.
     fn transmit(&mut self, now: Instant) -> Option<Transmit> {
-        if self.tx_lb > now {
+        if self.tx_at.lb > now {
             return None;
         }
         let n = self.ports.len();
@@ -461,13 +477,13 @@ impl Router {
             // A busy or quiet transmitter is the common case: skip it
             // without touching the port (this loop runs after every event
             // in the simulator).
-            if self.tx_at[i] > now {
+            if self.tx_at.at[i] > now {
                 i += 1;
                 continue;
             }
             let p = &mut self.ports[i];
             let sent = p.transmit(now, self.catch_up, self.tdp.as_ref());
-            self.tx_at[i] = p.tx_at();
+            self.tx_at.set(i, p.tx_at());
             let Some(sent) = sent else {
                 i += 1;
                 continue;
@@ -476,14 +492,14 @@ impl Router {
                 self.counters.ctl("tdp_restamped", 1);
             }
             self.next_port = (i + 1) % n;
-            self.tx_lb = self.tx_at.iter().copied().min().unwrap_or(Instant::MAX);
+            self.tx_at.settle();
             return Some(Transmit {
                 port: i as u16,
                 pkt: sent.pkt,
                 tx_end: sent.tx_end,
             });
         }
-        self.tx_lb = self.tx_at.iter().copied().min().unwrap_or(Instant::MAX);
+        self.tx_at.settle();
         None
     }
 
@@ -505,8 +521,8 @@ impl Router {
         // One pass over the ports (this runs after every event the router
         // sees in the simulator).
         let mut next: Option<Instant> = None;
-        if self.tx_lb != Instant::MAX {
-            for (p, &at) in self.ports.iter().zip(&self.tx_at) {
+        if self.tx_at.lb != Instant::MAX {
+            for (p, &at) in self.ports.iter().zip(&self.tx_at.at) {
                 if at != Instant::MAX {
                     next = earliest(next, p.ready_at(now));
                 }

@@ -140,9 +140,7 @@ impl Router {
             while let Some((port, pkt)) = tdp.shaper.poll_release(now) {
                 if let Some(p) = self.ports.get_mut(port as usize) {
                     let _ = p.enqueue(pkt, now);
-                    let t = p.tx_at();
-                    self.tx_at[port as usize] = t;
-                    self.tx_lb = self.tx_lb.min(t);
+                    self.tx_at.set(port as usize, p.tx_at());
                 }
             }
         }
