@@ -33,8 +33,8 @@
 //! One concern per file: this one has the [`Router`] and its pipeline
 //! (input → forwarding → output) and the [`Node`] contract; `port` the
 //! interfaces and their transmitter; `neighbor` ARP; `icmp` echo, errors
-//! and their rate limit; `tdp` stamp decoding, forwarding TFs and
-//! restamping; `counters` what is counted and how it is named.
+//! and their rate limit; `tdp` stamp decoding and forwarding TFs;
+//! `counters` what is counted and how it is named.
 
 use std::net::Ipv4Addr;
 
@@ -488,9 +488,6 @@ impl Router {
                 i += 1;
                 continue;
             };
-            if sent.restamped {
-                self.counters.ctl("tdp_restamped", 1);
-            }
             self.next_port = (i + 1) % n;
             self.tx_at.settle();
             return Some(Transmit {

@@ -7,8 +7,9 @@
 //! until the NIC reports the frame done (half duplex, a shared segment).
 //! With catch-up ([`super::Router::set_transmit_catch_up`]) a frame that
 //! was eligible before the transmitter went idle starts when it went idle,
-//! as from a NIC's hardware queue, and a TDP frame is restamped with the
-//! TF it really started in ([`TdpNode::restamp`]).
+//! as from a NIC's hardware queue (never before its TDP forwarding TF).
+//! A TDP frame keeps the stamp the wheel gave it, its forwarding TF,
+//! whenever it starts.
 
 use std::cell::Cell;
 use std::net::Ipv4Addr;
@@ -104,8 +105,6 @@ pub(super) struct Sent {
     /// When the link is free again (full duplex); `None` when the NIC
     /// will say (half duplex).
     pub tx_end: Option<Instant>,
-    /// The frame's TDP stamp was rewritten for a back-dated start.
-    pub restamped: bool,
 }
 
 impl Port {
@@ -228,16 +227,12 @@ impl Port {
         }
         let wire = self.cfg.framing.wire_bytes(pkt.len());
         let mut start = now;
-        let mut restamped = false;
         if catch_up > Duration::ZERO {
             let mut eligible = pkt.meta.arrival;
             if let Some(tf_start) = tdp.and_then(|t| t.tf_start_of(&pkt)) {
                 eligible = eligible.max(tf_start);
             }
             start = now.min(self.busy_until.max(eligible)).max(now - catch_up);
-            if let (true, Some(tdp)) = (self.cfg.tdp_peer, tdp) {
-                restamped = tdp.restamp(&mut pkt, start, now);
-            }
         }
         self.counters.tx_pkts += 1;
         self.counters.tx_bytes += pkt.len() as u64;
@@ -252,10 +247,6 @@ impl Port {
                 None
             }
         };
-        Some(Sent {
-            pkt,
-            tx_end,
-            restamped,
-        })
+        Some(Sent { pkt, tx_end })
     }
 }

@@ -11,9 +11,9 @@
 //!   flow's delay (non-immediate forwarding). An unstamped packet of a
 //!   reserved flow is held by the edge shaper (§II-C) until its reserved
 //!   TF comes.
-//! - *Output*: the wheel stamps frames with their TF of transmission. When
-//!   the transmitter back-dates a frame's start (catch-up), the stamp is
-//!   rewritten to the TF the frame really started in on the link.
+//! - *Output*: the wheel stamps each frame with its forwarding TF here,
+//!   which is its TF of transmission unless it is late; a late frame
+//!   keeps its own TF, so the next node forwards it in its reserved TF.
 
 use std::collections::HashMap;
 
@@ -43,23 +43,6 @@ impl TdpNode {
     /// eligible to leave before.
     pub(super) fn tf_start_of(&self, pkt: &Packet) -> Option<Instant> {
         pkt.meta.tdp_tf.map(|tf| self.ctr.tf_start(tf))
-    }
-
-    /// The stamp names the TF of transmission: for a frame whose start was
-    /// back-dated to `start`, that is the TF it really started in on the
-    /// link's timeline, not the one of `now`, when the driver got to it
-    /// (the wheel stamped the latter). Rewrites the stamp of a stamped
-    /// IPv4 frame if the two differ; says whether it did.
-    pub(super) fn restamp(&self, pkt: &mut Packet, start: Instant, now: Instant) -> bool {
-        let tos = pkt.data.get(wire::ETH_HDR + 1).copied();
-        if tos.is_some_and(is_tdp_tos)
-            && wire::ethertype(&pkt.data) == Some(wire::ETHERTYPE_IPV4)
-            && self.ctr.tf_at(start) != self.ctr.tf_at(now)
-        {
-            wire::set_tos(&mut pkt.data, self.ctr.stamp(self.ctr.tf_at(start)));
-            return true;
-        }
-        false
     }
 }
 
@@ -181,25 +164,9 @@ mod tests {
     }
 
     #[test]
-    fn restamp_names_the_tf_the_frame_started_in() {
+    fn a_frame_is_eligible_from_its_forwarding_tf() {
         let t = node();
         let ctr = &t.ctr;
-        // Dequeued in TF 8 (stamped so by the wheel), started in TF 7.
-        let now = ctr.tf_start(8) + Duration::from_micros(10);
-        let start = ctr.tf_end(7) - Duration::from_micros(5);
-        let mut p = frame(ctr.stamp(8));
-        assert!(t.restamp(&mut p, start, now));
-        // parse_ipv4 checks the header checksum: it was updated too.
-        let i = wire::parse_ipv4(&p.data).unwrap();
-        assert_eq!(i.tos, ctr.stamp(7));
-        assert_ne!(ctr.stamp(7), ctr.stamp(8));
-        // Same TF: untouched. Not a TDP DS byte: untouched.
-        let mut p = frame(ctr.stamp(8));
-        assert!(!t.restamp(&mut p, ctr.tf_start(8), now));
-        assert_eq!(wire::parse_ipv4(&p.data).unwrap().tos, ctr.stamp(8));
-        let mut p = frame(0);
-        assert!(!t.restamp(&mut p, start, now));
-        assert_eq!(wire::parse_ipv4(&p.data).unwrap().tos, 0);
         // The eligibility of a frame is the start of its forwarding TF.
         let mut p = frame(0);
         assert_eq!(t.tf_start_of(&p), None);

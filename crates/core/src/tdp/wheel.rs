@@ -31,8 +31,9 @@ pub fn queue_index(tf_out_in_tc: u32, tf_curr_in_tc: u32, n_tf: u32, buf_curr: u
 /// What the DS byte of a TDP packet becomes on this port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StampMode {
-    /// The peer is a TDP router: stamp `ctr.stamp(tf)` with the TF of
-    /// transmission (0x0c/0x1c/0x2c/0x3c).
+    /// The peer is a TDP router: stamp `ctr.stamp(tf)` with the packet's
+    /// forwarding TF, its TF of transmission unless it is late
+    /// (0x0c/0x1c/0x2c/0x3c).
     Tdp,
     /// The peer is asynchronous (the TDP domain ends here): rewrite the DS
     /// byte to this value, e.g. 0, so no TDP codepoint leaks out.
@@ -317,21 +318,30 @@ impl TdpWheel {
     fn send_tdp(&mut self, mut p: Packet, t: u64) -> Packet {
         self.held_pkts -= 1;
         self.held_bytes -= p.len();
+        // The stamp names the packet's forwarding TF here (§II-B rule (ii),
+        // §III-A: the next node's input module needs "the forwarding TF of
+        // each packet at the previous router"). On time that is the TF of
+        // transmission; a late packet (a stalled CPU) keeps its own TF, so
+        // the next node still forwards it in its reserved TF `tf + d`
+        // instead of pushing it into the next, already full, one. Late
+        // packets leave in TF order ahead of the current TF's, so the stamps
+        // the peer's alternating-bit decoder sees still never go back.
+        let tf = p.meta.tdp_tf.map_or(t, |f| f.min(t));
         if wire::ethertype(&p.data) == Some(wire::ETHERTYPE_IPV4) {
-            // The stamp names the TF of transmission, also for a late packet:
-            // the peer's alternating-bit decoder must see the TFs in order.
             let tos = match self.stamping {
-                StampMode::Tdp => self.ctr.stamp(t),
+                StampMode::Tdp => self.ctr.stamp(tf),
                 StampMode::Rewrite(tos) => tos,
             };
             wire::set_tos(&mut p.data, tos);
             if self.stamping == StampMode::Tdp {
-                self.last_stamped_tf = Some(t);
+                self.last_stamped_tf = Some(tf);
             }
         }
         self.stats.on_dequeue(p.len());
         self.tdp.tdp_sent += 1;
-        self.last_sent_tf = Some(t);
+        // A TF that carried only late packets has not shown the peer its
+        // own stamp yet: padding is still due in it (both policies).
+        self.last_sent_tf = Some(tf);
         p
     }
 
@@ -491,7 +501,7 @@ impl Scheduler for TdpWheel {
     /// be after turning to `now` (without turning it) and without taking
     /// the best-effort child's head. What it shows is the frame before
     /// dequeue finishes it: reserved frames get their DS byte there (the
-    /// stamp of the TF of transmission, or the rewrite towards an
+    /// stamp of their forwarding TF, or the rewrite towards an
     /// asynchronous peer), best-effort frames carrying a TDP codepoint are
     /// re-marked to 0, and padding is built there — for padding, peek shows
     /// a padding frame of the same size and addresses (`meta.padding`),
@@ -933,8 +943,9 @@ mod tests {
             .iter()
             .map(|(at, p)| (p.meta.uid, ctr().tf_at(*at), tos(p)))
             .collect();
-        // Stamps name the TF of transmission so the peer's bits stay in order.
-        assert_eq!(got, vec![(1, 7, 0x1c), (2, 7, 0x1c), (3, 7, 0x1c), (4, 8, 0x0c)]);
+        // Stamps name each packet's forwarding TF, late or not, and stay in
+        // order: 6, 6, 7, then 8 on time.
+        assert_eq!(got, vec![(1, 7, 0x0c), (2, 7, 0x0c), (3, 7, 0x1c), (4, 8, 0x0c)]);
         assert_eq!(w.tdp_stats().overrun, 2);
 
         // Unserved for longer than the whole wheel: nothing is lost, TF order kept.
@@ -948,6 +959,29 @@ mod tests {
         );
         assert_eq!(w.tdp_stats().overrun, 5);
         assert_eq!(w.current_tf(), Some(40));
+    }
+
+    #[test]
+    fn a_tf_that_sent_only_late_packets_still_shows_its_stamp() {
+        // Without its own stamp in TF 7 the peer would see stamps 6, 8:
+        // the same TF bit twice, and decode TF 8 as 6.
+        for policy in [PaddingPolicy::WhenIdle, PaddingPolicy::WhenUnstamped] {
+            let mut w = wheel(3, Some(pad())).with_padding_policy(policy);
+            w.enqueue(pkt(1, 100, Some(6)), tf(5)).unwrap();
+            w.enqueue(pkt(2, 100, Some(8)), tf(5)).unwrap();
+            // Not served during TF 6 (a stall); served again early in TF 7.
+            let sent = run(&mut w, vec![], tf(7) + Duration(5_000), tf(9));
+            let got: Vec<(u64, u8, bool)> = sent
+                .iter()
+                .map(|(at, p)| (ctr().tf_at(*at), tos(p), p.meta.padding))
+                .collect();
+            let s = |t| ctr().stamp(t);
+            assert_eq!(
+                got,
+                vec![(7, s(6), false), (7, s(7), true), (8, s(8), false)],
+                "{policy:?}"
+            );
+        }
     }
 
     #[test]
