@@ -144,17 +144,16 @@ fn make(kind: usize) -> Box<dyn Scheduler> {
             c.ef_burst = 3_000;
             Box::new(DsSched::new(c).unwrap().with_ef_hard_limit(true))
         }
-        13 => Box::new(wheel(
-            PaddingPolicy::WhenIdle,
-            false,
-            Box::new(Fifo::new(8, 12_000)),
-        )),
+        // Late limits: packets not taken in time are shed at a TF boundary.
+        13 => Box::new(
+            wheel(PaddingPolicy::WhenIdle, false, Box::new(Fifo::new(8, 12_000))).with_late_limit(Some(0)),
+        ),
         14 => Box::new(wheel(
             PaddingPolicy::WhenUnstamped,
             true,
             Box::new(Drr::new(classes(&[200, 500], 8)).unwrap()),
         )),
-        15 => Box::new(wheel(PaddingPolicy::WhenIdle, true, Box::new(htb()))),
+        15 => Box::new(wheel(PaddingPolicy::WhenIdle, true, Box::new(htb())).with_late_limit(Some(1))),
         _ => Box::new(Prio::new(vec![
             Box::new(wheel(
                 PaddingPolicy::WhenIdle,

@@ -532,30 +532,39 @@ pub fn is_tdp(sc: &Scenario, i: usize) -> bool {
     matches!(sc.nodes[i].router(), Some(r) if r.scheduler == SchedKind::Tdp)
 }
 
+/// A TDP port's settings beyond the router spec.
+pub struct TdpPort<'a> {
+    pub ctr: &'a Ctr,
+    /// Largest forwarding delay through this port (wheel size - 1).
+    pub d_max: u32,
+    /// The peer is a TDP router: stamp, pad, and shed packets past
+    /// `late_limit`.
+    pub tdp_peer: bool,
+    pub padding: Option<PaddingSpec>,
+    pub late_limit: Option<u32>,
+}
+
 /// Build the port scheduler a router spec asks for.
 pub fn make_scheduler(
     spec: &RouterSpec,
-    tdp: Option<(&Ctr, u32, bool, Option<PaddingSpec>)>,
+    tdp: Option<TdpPort>,
     rate_bps: u64,
     framing: Framing,
 ) -> Result<Box<dyn Scheduler>, String> {
     let fifo = || Box::new(Fifo::new(spec.queue_packets, spec.queue_bytes)) as Box<dyn Scheduler>;
     Ok(match (spec.scheduler, tdp) {
-        (SchedKind::Tdp, Some((ctr, d_max, tdp_peer, padding))) => {
-            let stamping = if tdp_peer {
-                StampMode::Tdp
+        (SchedKind::Tdp, Some(t)) => {
+            // Towards a host the TDP domain ends: a late packet has no
+            // next node's slot to miss, so it is sent however late.
+            let (stamping, late_limit) = if t.tdp_peer {
+                (StampMode::Tdp, t.late_limit)
             } else {
-                StampMode::Rewrite(0)
+                (StampMode::Rewrite(0), None)
             };
-            Box::new(TdpWheel::new(
-                *ctr,
-                d_max,
-                rate_bps,
-                framing,
-                fifo(),
-                stamping,
-                padding,
-            )?)
+            Box::new(
+                TdpWheel::new(*t.ctr, t.d_max, rate_bps, framing, fifo(), stamping, t.padding)?
+                    .with_late_limit(late_limit),
+            )
         }
         _ => fifo(),
     })
@@ -589,7 +598,13 @@ pub fn build_router(
             dst_ip: f.peer_ip,
         });
         let tdp_arg = if tdp_here {
-            ctr.map(|c| (c, d_max, tdp_peer, padding))
+            ctr.map(|c| TdpPort {
+                ctr: c,
+                d_max,
+                tdp_peer,
+                padding,
+                late_limit: sc.tdp.as_ref().and_then(|t| t.late_limit),
+            })
         } else {
             None
         };

@@ -283,6 +283,10 @@ pub struct TdpParams {
     pub tcs_per_sc: u32,
     pub padding: bool,
     pub max_lag: u32,
+    /// TFs a reserved packet may leave a port towards a TDP peer after its
+    /// forwarding TF ended before it is dropped (`late_limit`; `None`: no
+    /// limit).
+    pub late_limit: Option<u32>,
     pub shaper_queue: usize,
     /// How long an edge shaper may hold a packet (`shaper_max_hold`;
     /// `None`: no bound).

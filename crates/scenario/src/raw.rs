@@ -216,6 +216,36 @@ impl OneOrMany {
     }
 }
 
+/// A whole number, or a word such as "none" (the loader checks which).
+#[derive(Debug, Clone)]
+pub enum CountOrNone {
+    Count(i64),
+    Word(String),
+}
+
+impl<'de> Deserialize<'de> for CountOrNone {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = CountOrNone;
+            // What serde's "invalid type: ..., expected ..." names.
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a whole number or \"none\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<CountOrNone, E> {
+                Ok(CountOrNone::Count(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<CountOrNone, E> {
+                Ok(CountOrNone::Count(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<CountOrNone, E> {
+                Ok(CountOrNone::Word(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[derive(Deserialize, Debug, Clone)]
 #[serde(untagged)]
 pub enum PortSpec {
@@ -349,6 +379,8 @@ pub struct Tdp {
     pub padding: Option<bool>,
     #[serde(default)]
     pub max_lag: Option<S<i64>>,
+    #[serde(default)]
+    pub late_limit: Option<S<CountOrNone>>,
     #[serde(default)]
     pub shaper_queue: Option<S<i64>>,
     #[serde(default)]

@@ -522,6 +522,37 @@ fn shaper_max_hold_is_none_or_a_bounded_duration() {
 }
 
 #[test]
+fn late_limit_is_a_tf_count_or_none_and_defaults_to_max_lag() {
+    let tdp = |extra: &str| {
+        BASE.replace(
+            "[defaults.link]",
+            &format!("[tdp]\ntf = \"250us\"\ntfs_per_tc = 4\n{extra}\n[defaults.link]"),
+        )
+    };
+    check(
+        &tdp("late_limit = \"soon\""),
+        "late_limit",
+        "neither a number of TFs nor \"none\"",
+    );
+    check(&tdp("late_limit = 1001"), "late_limit", "out of range");
+    check(&tdp("late_limit = -1"), "late_limit", "out of range");
+    check(
+        &tdp("late_limit = 2.5"),
+        "late_limit",
+        "expected a whole number or \"none\"",
+    );
+    for (extra, want) in [
+        ("", Some(4)),
+        ("max_lag = 7", Some(7)),
+        ("late_limit = 0", Some(0)),
+        ("late_limit = \"none\"", None),
+    ] {
+        let sc = load_str("x.toml", &tdp(extra), &[]).unwrap_or_else(|e| panic!("{extra}: {e}"));
+        assert_eq!(sc.tdp.as_ref().unwrap().late_limit, want, "{extra}");
+    }
+}
+
+#[test]
 fn numbers_must_be_finite_and_positive() {
     for bad in ["nanMb/s", "infMb/s", "-5Mb/s", "0Mb/s", "1e400Mb/s", "Mb/s"] {
         let t = BASE.replace("\"1Mb/s\"", &format!("\"{bad}\""));

@@ -54,10 +54,13 @@ pub enum DropReason {
     /// A TDP edge shaper would hold the packet longer than its
     /// `shaper_max_hold` (the flow lost its slot to lateness).
     ShaperHold,
+    /// TDP: still queued more than the port's late limit after its
+    /// forwarding TF ended (a stalled router); too late for the next node.
+    TfStale,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::QueueFull,
         DropReason::TfOverflow,
         DropReason::TfLate,
@@ -70,6 +73,7 @@ impl DropReason {
         DropReason::ShaperFull,
         DropReason::InputFull,
         DropReason::ShaperHold,
+        DropReason::TfStale,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -85,6 +89,7 @@ impl DropReason {
             DropReason::ShaperFull => "shaper_full",
             DropReason::InputFull => "input_full",
             DropReason::ShaperHold => "shaper_hold",
+            DropReason::TfStale => "tf_stale",
         }
     }
     fn index(self) -> usize {

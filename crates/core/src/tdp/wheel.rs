@@ -127,6 +127,9 @@ pub struct TdpWheel {
     /// built when it is sent.
     padding_preview: Option<Packet>,
     strict_guard: bool,
+    /// TFs a reserved packet may still leave after its forwarding TF ended
+    /// ([`TdpWheel::with_late_limit`]); `None`: no limit.
+    late_limit: Option<u64>,
     last_sent_tf: Option<u64>,
     last_stamped_tf: Option<u64>,
     pad_ident: u16,
@@ -194,6 +197,7 @@ impl TdpWheel {
             padding,
             padding_policy: PaddingPolicy::default(),
             strict_guard: false,
+            late_limit: None,
             last_sent_tf: None,
             last_stamped_tf: None,
             pad_ident: 0,
@@ -216,6 +220,21 @@ impl TdpWheel {
     /// by up to one best-effort frame.
     pub fn with_strict_guard(mut self, strict: bool) -> Self {
         self.strict_guard = strict;
+        self
+    }
+
+    /// Drop, as [`DropReason::TfStale`], a reserved packet still queued
+    /// when `limit` more TFs have ended after its forwarding TF (at its
+    /// next chance to leave). After a stall longer than that, the port
+    /// sheds what it can no longer deliver on time and resumes its schedule
+    /// at once, instead of sending every later packet late: on a link
+    /// reserved nearly full the backlog would otherwise never drain. Set it
+    /// towards a TDP peer to the peer decoder's clock window
+    /// ([`super::StampDecoder::with_max_lag`]): a packet later than that
+    /// has its stamp misread there anyway. `None` (the default) keeps
+    /// every late packet.
+    pub fn with_late_limit(mut self, limit: Option<u32>) -> Self {
+        self.late_limit = limit.map(u64::from);
         self
     }
 
@@ -281,7 +300,28 @@ impl TdpWheel {
         t
     }
 
+    /// Whether a packet of forwarding TF `tf` is past the late limit in
+    /// TF `t`.
+    fn stale(&self, tf: u64, t: u64) -> bool {
+        self.late_limit.is_some_and(|l| tf.saturating_add(l) < t)
+    }
+
+    /// Drop the left-over packets past the late limit in TF `t`. The
+    /// overrun queue is in TF order, so they are at its front.
+    fn shed_stale(&mut self, t: u64) {
+        while let Some(p) = self.overrun.pop_front() {
+            if !self.stale(p.meta.tdp_tf.unwrap_or(t), t) {
+                self.overrun.push_front(p);
+                return;
+            }
+            self.held_pkts -= 1;
+            self.held_bytes -= p.len();
+            self.stats.on_drop(DropReason::TfStale);
+        }
+    }
+
     /// TDP packets due at TF `t`: left over, or queued for a TF <= `t`.
+    /// Stale ones count: `dequeue` drops them then, which is work due now.
     fn tdp_due(&self, t: u64) -> bool {
         if !self.overrun.is_empty() {
             return true;
@@ -479,6 +519,7 @@ impl Scheduler for TdpWheel {
 
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
         let t = self.roll(now);
+        self.shed_stale(t);
         if let Some(p) = self.overrun.pop_front() {
             return Some(self.send_tdp(p, t));
         }
@@ -508,7 +549,12 @@ impl Scheduler for TdpWheel {
     /// whose stamp, IP ident and `meta.tdp_tf` are filled in when sent.
     fn peek(&self, now: Instant) -> Option<&Packet> {
         let t = self.ctr.tf_at(now).max(self.tf_curr.unwrap_or(0));
-        if let Some(p) = self.overrun.front() {
+        // Stale packets are dropped, not sent: skip them.
+        if let Some(p) = self
+            .overrun
+            .iter()
+            .find(|p| !self.stale(p.meta.tdp_tf.unwrap_or(t), t))
+        {
             return Some(p);
         }
         if let Some(cur) = self.tf_curr {
@@ -518,6 +564,9 @@ impl Scheduler for TdpWheel {
             let ended = steps.min(self.n_buf as u64) as usize;
             let current = (steps < self.n_buf as u64).then_some(ended);
             for i in (0..ended).chain(current) {
+                if i < ended && self.stale(cur + i as u64, t) {
+                    continue;
+                }
                 if let Some(p) = self.queues[(self.buf_curr + i) % self.n_buf].front() {
                     return Some(p);
                 }
@@ -982,6 +1031,39 @@ mod tests {
                 "{policy:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_late_limit_sheds_what_can_no_longer_make_it() {
+        let mut w = wheel(3, None).with_late_limit(Some(1));
+        for (uid, t) in [(1, 6), (2, 7), (3, 8)] {
+            w.enqueue(pkt(uid, 100, Some(t)), tf(5)).unwrap();
+        }
+        // Stalled through TFs 6 and 7, served again in TF 8: TF 6's packet
+        // is two TFs late (dropped), TF 7's one (sent, stamped 7).
+        let sent = run(&mut w, vec![], tf(8) + Duration(5_000), tf(10));
+        let got: Vec<(u64, u64, u8)> = sent
+            .iter()
+            .map(|(at, p)| (p.meta.uid, ctr().tf_at(*at), tos(p)))
+            .collect();
+        let s = |t| ctr().stamp(t);
+        assert_eq!(got, vec![(2, 8, s(7)), (3, 8, s(8))]);
+        assert_eq!(w.stats().drops(DropReason::TfStale), 1);
+        assert_eq!((w.len(), w.bytes()), (0, 0));
+
+        // A stall longer than the whole wheel: all but the last TF's shed.
+        for (uid, t) in [(5, 11), (6, 12), (7, 13)] {
+            w.enqueue(pkt(uid, 100, Some(t)), tf(10)).unwrap();
+        }
+        assert_eq!(w.peek(tf(14)).map(|p| p.meta.uid), Some(7));
+        assert_eq!(w.dequeue(tf(14)).map(|p| p.meta.uid), Some(7));
+        assert_eq!(w.stats().drops(DropReason::TfStale), 3);
+        assert!(w.is_empty());
+
+        // Without a limit (the default) nothing is shed.
+        let mut w = wheel(3, None);
+        w.enqueue(pkt(8, 100, Some(6)), tf(5)).unwrap();
+        assert_eq!(w.dequeue(tf(40)).map(|p| p.meta.uid), Some(8));
     }
 
     #[test]

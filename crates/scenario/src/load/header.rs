@@ -93,6 +93,29 @@ pub(super) fn tdp(cx: &Ctx, t: Option<&raw::S<raw::Tdp>>) -> Result<Option<TdpPa
                     "the paper uses tf = \"250us\"",
                 ));
             }
+            let max_lag = match &tr.max_lag {
+                Some(v) => cx.int(v, 1, 1000, "max_lag")?,
+                None => 4,
+            };
+            // By default as late as the peer's decoder still reads a stamp
+            // right (its clock window), no later.
+            const LATE_HINT: &str =
+                "give a number of TFs from 0 to 1000, or \"none\" to send every late packet";
+            let late_limit = match tr.late_limit.as_ref().map(|v| (v.get_ref(), v.span())) {
+                None => Some(max_lag),
+                Some((raw::CountOrNone::Word(w), _)) if w.trim() == "none" => None,
+                Some((raw::CountOrNone::Count(n), _)) if (0..=1000).contains(n) => Some(*n as u32),
+                Some((raw::CountOrNone::Count(n), span)) => {
+                    return Err(cx.err(span, format!("late_limit = {n} is out of range"), LATE_HINT))
+                }
+                Some((raw::CountOrNone::Word(w), span)) => {
+                    return Err(cx.err(
+                        span,
+                        format!("late_limit = \"{w}\" is neither a number of TFs nor \"none\""),
+                        LATE_HINT,
+                    ))
+                }
+            };
             Some(TdpParams {
                 tf,
                 tfs_per_tc: cx.int(&tr.tfs_per_tc, 1, 1_000_000, "tfs_per_tc")?,
@@ -101,10 +124,8 @@ pub(super) fn tdp(cx: &Ctx, t: Option<&raw::S<raw::Tdp>>) -> Result<Option<TdpPa
                     None => 1,
                 },
                 padding: tr.padding.unwrap_or(true),
-                max_lag: match &tr.max_lag {
-                    Some(v) => cx.int(v, 1, 1000, "max_lag")?,
-                    None => 4,
-                },
+                max_lag,
+                late_limit,
                 shaper_queue: match &tr.shaper_queue {
                     Some(v) => cx.int(v, 1, 1 << 20, "shaper_queue")?,
                     None => 1000,
