@@ -239,6 +239,25 @@ pub fn lateness_line(r: &Results) -> String {
             f("count") as u64
         );
     }
+    if let Some(t) = r.extra.get("stalls") {
+        let f = |k: &str| t.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        s += &format!(
+            "\ninjected stalls: {} of {} every {} on CPU {} (start late by at most {})",
+            f("count") as u64,
+            fmt_ns(f("len_ns")),
+            fmt_ns(f("every_ns")),
+            f("cpu") as u64,
+            fmt_ns(f("start_late_max_ns"))
+        );
+        if let Some(n) = t
+            .get("notes")
+            .and_then(|v| v.as_array())
+            .filter(|n| !n.is_empty())
+        {
+            let n: Vec<&str> = n.iter().filter_map(|x| x.as_str()).collect();
+            s += &format!(" ({})", n.join("; "));
+        }
+    }
     if let Some(c) = r.extra.get("router_thread_cpu_s").and_then(|v| v.as_f64()) {
         s += &format!(
             "\nrouter thread CPU: {:.0} % of {:.2} s",

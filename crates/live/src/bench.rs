@@ -585,6 +585,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
                 epoch: None,
                 kills: Vec::new(),
                 crash_holding_token: Vec::new(),
+                stalls: None,
                 prefix: cfg.prefix.clone(),
                 driver: DriverConfig {
                     batch: 256,

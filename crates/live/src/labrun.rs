@@ -442,6 +442,9 @@ pub struct LiveOptions {
     /// the station while it holds the token after its Nth token visit
     /// (`qosnet node`'s `crash_holding_token_after`).
     pub crash_holding_token: Vec<(String, u64)>,
+    /// Injected CPU stalls on the router thread's core while the traffic
+    /// runs ([`crate::rt::StallSpec`]).
+    pub stalls: Option<crate::rt::StallSpec>,
 }
 
 /// A placement and the machine this process plays.
@@ -550,6 +553,7 @@ impl Default for LiveOptions {
             epoch: None,
             kills: Vec::new(),
             crash_holding_token: Vec::new(),
+            stalls: None,
         }
     }
 }
@@ -1190,6 +1194,14 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             killed
         })
     };
+    // Injected stalls on the router thread's core (CPU 0 when it is not
+    // pinned: the kernel's own CPU work lands there first).
+    let staller = opts.stalls.map(|spec| {
+        let stop = stop.clone();
+        let cpu = opts.driver.cpu.unwrap_or(0);
+        let until = t0 + sc.duration;
+        std::thread::spawn(move || spec.run(cpu, t0, until, &stop))
+    });
     let (gens, flows_stats, sink_counters, tester) = match opts.traffic {
         TrafficSource::Kernel => {
             let (g, f, c) = kernel_traffic(sc, &live, t0, drain, &stop, &say)?;
@@ -1213,6 +1225,10 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         }
     };
     let killed = killer.join().map_err(|_| "kill thread panicked")?;
+    let stalled = match staller {
+        Some(h) => Some(h.join().map_err(|_| "stall thread panicked")?),
+        None => None,
+    };
     let NodeReports {
         reports,
         driver: dr,
@@ -1270,6 +1286,9 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     }
     if !killed.is_empty() {
         results.extra.insert("killed".into(), js(&killed));
+    }
+    if let Some(s) = stalled {
+        results.extra.insert("stalls".into(), s);
     }
     let buckets = sc
         .flows

@@ -10,8 +10,13 @@
 //! page faults once running). Each step needs privileges or resources a
 //! machine may not grant, so each returns what happened in words, printed
 //! beside the results instead of failing the run.
+//!
+//! The opposite tool lives here too: [`StallSpec`] takes the router's core
+//! away on purpose, to measure what a stall of a given size costs.
 
 use std::io;
+
+use qosnet_core::time::{Duration, Instant};
 
 /// SCHED_FIFO priority of the router thread; the tester gets one less
 /// (they run on separate cores, so the order only matters on one core).
@@ -230,9 +235,112 @@ pub fn apply(who: &str, cpu: Option<usize>, prio: Option<i32>) -> (Vec<String>, 
     (notes, old)
 }
 
+/// Injected CPU stalls (`lab run --stall LEN/EVERY`): every `every`
+/// from the start of traffic, a SCHED_FIFO thread of the highest priority
+/// takes the router thread's core for `len`, busy, as a kernel worker,
+/// an interrupt storm or the fair server would. The router thread gets
+/// nothing meanwhile, so a run shows what a stall of that size does to
+/// the schedule (TDP's late limit and stamps, FIFO's queues) on demand
+/// instead of by chance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StallSpec {
+    pub len: Duration,
+    pub every: Duration,
+}
+
+/// Priority of the stall thread: above the router's and the tester's.
+pub const STALL_PRIO: i32 = 99;
+
+impl StallSpec {
+    /// Parse `LEN/EVERY`, e.g. `300us/200ms`: each stall at most 1 s and
+    /// shorter than its period, so the router thread runs in between.
+    pub fn parse(s: &str) -> Result<StallSpec, String> {
+        let (l, e) = s
+            .split_once('/')
+            .ok_or_else(|| format!("--stall {s}: expected LEN/EVERY, e.g. 300us/200ms"))?;
+        let dur = |x: &str, what: &str| {
+            qosnet_scenario::units::parse_duration(x.trim()).map_err(|e| format!("--stall {s}: {what}: {e}"))
+        };
+        let (len, every) = (dur(l, "stall length")?, dur(e, "period")?);
+        if len == Duration::ZERO || len > Duration::from_secs(1) {
+            return Err(format!("--stall {s}: a stall lasts more than 0 and at most 1s"));
+        }
+        if every <= len {
+            return Err(format!(
+                "--stall {s}: the period must be longer than the stall, or the router never runs"
+            ));
+        }
+        Ok(StallSpec { len, every })
+    }
+
+    /// Stall `cpu` every `every` from `from` to `until` (or until `stop`),
+    /// on the calling thread (which it pins and makes SCHED_FIFO 99).
+    /// Returns the figures for the run's results: stalls made, their
+    /// length, and the lateness of their starts.
+    pub fn run(
+        &self,
+        cpu: usize,
+        from: Instant,
+        until: Instant,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> serde_json::Value {
+        let mut notes = Vec::new();
+        if let Err(e) = pin_to(cpu) {
+            notes.push(format!("not pinned to CPU {cpu}: {e}"));
+        }
+        if let Err(e) = set_fifo(STALL_PRIO) {
+            notes.push(format!(
+                "not SCHED_FIFO: {e} (the router thread may run through the stalls)"
+            ));
+        }
+        let (mut n, mut busy, mut late_max) = (0u64, Duration::ZERO, Duration::ZERO);
+        let mut at = from + self.every;
+        while at + self.len <= until && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let start = crate::clock::wait_until(at);
+            let end = start + self.len;
+            while crate::clock::now() < end {
+                std::hint::spin_loop();
+            }
+            n += 1;
+            busy += self.len;
+            late_max = late_max.max(start.saturating_since(at));
+            at += self.every;
+        }
+        serde_json::json!({
+            "cpu": cpu,
+            "count": n,
+            "len_ns": self.len.as_nanos(),
+            "every_ns": self.every.as_nanos(),
+            "busy_ns": busy.as_nanos(),
+            "start_late_max_ns": late_max.as_nanos(),
+            "notes": notes,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stall_specs_parse_or_say_why_not() {
+        let s = StallSpec::parse("300us/200ms").unwrap();
+        assert_eq!(
+            (s.len, s.every),
+            (Duration::from_micros(300), Duration::from_millis(200))
+        );
+        for (bad, why) in [
+            ("300us", "expected LEN/EVERY"),
+            ("0/1s", "more than 0"),
+            ("2s/10s", "at most 1s"),
+            ("5ms/5ms", "longer than the stall"),
+            ("5ms/1x", "period"),
+            ("5/1s", "stall length"),
+        ] {
+            let e = StallSpec::parse(bad).unwrap_err();
+            assert!(e.contains(why) && e.starts_with("--stall"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn placement_uses_two_distinct_allowed_cpus_or_says_why_not() {

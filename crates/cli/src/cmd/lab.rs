@@ -137,6 +137,11 @@ pub struct LabRunArgs {
     /// Repeatable.
     #[arg(long, value_name = "NODE@TIME")]
     pub kill: Vec<String>,
+    /// Inject CPU stalls: every EVERY from the start of traffic, take the
+    /// router thread's core for LEN (a SCHED_FIFO 99 busy loop, as a
+    /// kernel worker or the fair server would), e.g. 300us/200ms.
+    #[arg(long, value_name = "LEN/EVERY")]
+    pub stall: Option<String>,
     /// A RETHER station's process aborts while it holds the token, after
     /// its Nth token visit: STATION@N, e.g. s1@500 (the crash of a token
     /// holder, which a `--kill` cannot time). Repeatable.
@@ -273,6 +278,9 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
             anyhow::bail!("--kill {k}: needs --processes (each node its own process)");
         }
         o.kills.push((node.to_string(), crate::args::parse_duration(at)?));
+    }
+    if let Some(s) = &a.stall {
+        o.stalls = Some(qosnet_live::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?);
     }
     for k in &a.crash_holding_token {
         let (node, n) = k
