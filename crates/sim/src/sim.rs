@@ -602,7 +602,7 @@ impl Sim {
         pkt.meta.arrival = local;
         if alone && slot.cpu.as_ref().is_some_and(|c| c.poll_timeout().is_none()) && self.next_is_now() {
             let slot = &mut self.slots[i];
-            if slot.cpu.as_mut().is_some_and(|c| c.serve_now()) {
+            if slot.cpu.as_mut().is_some_and(|c| c.serve_now(&pkt.data)) {
                 // An idle zero-time CPU stage: its CpuDone would be the
                 // next event, and would hand this frame to the node (see
                 // below); done here without queueing the frame (counted as
