@@ -804,6 +804,18 @@ impl Sim {
             }
         }
         let slot = &mut self.slots[i];
+        if slot.wake_at == Some(now) {
+            // A wake-up the node asked for at this nanosecond is still
+            // queued, and this call did what it would do (the node's
+            // state changes only in events that end here). Its event,
+            // taken later in this nanosecond, then finds `wake_at` moved
+            // and skips the node: a fifth of the wake-ups on the ICC 2006
+            // testbed, where an arrival and a transmitter's end often
+            // fall in the same nanosecond. The next wake-up is queued
+            // now rather than by that event, earlier among the events of
+            // its own time.
+            slot.wake_at = None;
+        }
         let next = slot.node.poll_timeout(local).map(|t| slot.clock.global(t));
         if let Some(mut t) = next {
             if t <= now {
