@@ -606,13 +606,15 @@ impl Sim {
             // as it arrives, so the node gets it in this event rather
             // than in a CpuDone queued behind every other event of this
             // nanosecond (issue 11: a fifth of all events on the ICC 2006
-            // testbed with processing 0). This puts the frame into the
-            // node before the same-nanosecond events scheduled after the
-            // arrival — a different, equally valid order of simultaneous
-            // events (see `Cpu::serve_now`), and the one ns-3, which has
-            // no CPU stage, uses. Counted as the CpuDone event it stands
-            // for: the run loop's every-1024-events checks (the end of
-            // the drain, the stop flag) then fall where they did.
+            // testbed with processing 0). The frame thus reaches the node
+            // before the same-nanosecond events scheduled after its
+            // arrival: a different order of simultaneous events, as valid
+            // for a stage that takes no time (ns-3's model of the testbed,
+            // which has no CPU stage, also queues a frame as it arrives;
+            // its other same-nanosecond orders still differ from ours).
+            // Counted as the CpuDone event it stands for: the run loop's
+            // every-1024-events checks (the end of the drain, the stop
+            // flag) then fall where they did.
             self.events += 1;
             slot.node.handle_frame(local, port, pkt.data, pkt.meta);
             self.service(i);
