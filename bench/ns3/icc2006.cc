@@ -97,7 +97,8 @@
 // given"): --tie-seed N runs events of the same nanosecond in a seeded
 // random order instead of ns-3's FIFO order; --cpu-stage hands each packet a
 // router forwards to its output queue in a separate zero-delay event, the
-// way qosnet's router CPU stage (processing time 0) does.
+// way qosnet's router CPU stage (processing time 0) did before its fifth
+// round of speed work (README "Performance").
 //
 // --trace FILE writes a line per frame put on a link (time of its first bit,
 // node, port, flow, sequence number, TTL), the same facts qosnet's --pcap
@@ -845,7 +846,8 @@ class TtlRouting : public Ipv4RoutingProtocol
         if (m_cpuStage)
         {
             // --cpu-stage: hand the packet to the output in a separate
-            // zero-delay event, as qosnet's router CPU stage does.
+            // zero-delay event, as qosnet's router CPU stage did before
+            // its fifth round of speed work.
             Simulator::ScheduleNow([ucb, rt, p, header]() { ucb(rt, p, header); });
         }
         else

@@ -165,12 +165,22 @@ impl Cpu {
         true
     }
     /// Serve at once a frame arriving at an idle CPU whose processing time
-    /// is zero: the same as [`handle_frame`](Self::handle_frame) at `now`
-    /// then [`poll_done`](Self::poll_done) at `now` (counted served, no
-    /// draw), without queueing the frame, which the caller then hands to
-    /// its node. Returns `false`, and does nothing, otherwise.
-    pub fn serve_now(&mut self) -> bool {
-        if self.done_at.is_none() && self.limit > 0 && self.dist == ProcDist::Fixed(Duration::ZERO) {
+    /// for it is zero: its processing would end the instant it began, so
+    /// the caller hands `frame` to its node in the same step (counted
+    /// served, no draw) instead of queueing it and collecting it from
+    /// [`poll_done`](Self::poll_done). Returns `false`, and does nothing,
+    /// otherwise: busy, a zero-length input queue, or a non-zero
+    /// processing time for this frame's class (a control frame's own
+    /// time, [`with_control`](Self::with_control), counts: a balancer
+    /// that forwards data in no time still takes its time to read a DS
+    /// frame).
+    pub fn serve_now(&mut self, frame: &[u8]) -> bool {
+        let zero = ProcDist::Fixed(Duration::ZERO);
+        let dist = match self.control {
+            Some(c) if is_control(frame) => c,
+            _ => self.dist,
+        };
+        if self.done_at.is_none() && self.limit > 0 && dist == zero {
             self.served += 1;
             true
         } else {
@@ -282,23 +292,44 @@ mod tests {
     #[test]
     fn serve_now_only_when_idle_and_instant() {
         let mut d = Seq(0);
+        let data = [1u8; 60];
         let mut c = Cpu::new(ProcDist::Fixed(Duration::ZERO), 2);
-        assert!(c.serve_now());
+        assert!(c.serve_now(&data));
         assert_eq!((c.served, c.len(), c.poll_timeout()), (1, 0, None));
         // Busy (a frame in service, even a zero-time one): not at once.
         assert!(c.handle_frame(Instant(5), 0, vec![1], Meta::default(), &mut d));
-        assert!(!c.serve_now());
+        assert!(!c.serve_now(&data));
         assert!(c.poll_done(Instant(5), &mut d).is_some());
-        assert!(c.serve_now());
+        assert!(c.serve_now(&data));
         assert_eq!(c.served, 3);
         let mut slow = Cpu::new(ProcDist::Fixed(Duration(1)), 2);
-        assert!(!slow.serve_now());
+        assert!(!slow.serve_now(&data));
         let mut closed = Cpu::new(ProcDist::Fixed(Duration::ZERO), 0);
         assert!(
-            !closed.serve_now(),
+            !closed.serve_now(&data),
             "a zero-length input queue refuses every frame"
         );
         assert_eq!(slow.served + closed.served, 0);
+    }
+
+    #[test]
+    fn serve_now_uses_the_frames_own_processing_time() {
+        let mut tagged = vec![0u8; 60];
+        tagged[12] = 0x81;
+        tagged[14] = 7 << 5;
+        let data = [1u8; 60];
+        // Data forwarded in zero time, control frames read in 2 units:
+        // only the data frame skips the queue.
+        let mut c =
+            Cpu::new(ProcDist::Fixed(Duration::ZERO), 4).with_control(Some(ProcDist::Fixed(Duration(2))));
+        assert!(!c.serve_now(&tagged));
+        assert!(c.serve_now(&data));
+        // And the other way round.
+        let mut c =
+            Cpu::new(ProcDist::Fixed(Duration(2)), 4).with_control(Some(ProcDist::Fixed(Duration::ZERO)));
+        assert!(c.serve_now(&tagged));
+        assert!(!c.serve_now(&data));
+        assert_eq!(c.served, 1);
     }
 
     #[test]
