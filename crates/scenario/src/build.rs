@@ -542,6 +542,9 @@ pub struct TdpPort<'a> {
     pub tdp_peer: bool,
     pub padding: Option<PaddingSpec>,
     pub late_limit: Option<u32>,
+    /// The peer decoders' clock window (`[tdp] max_lag`): how far back the
+    /// wheel bridges TFs that went by without a stamp.
+    pub peer_window: u32,
 }
 
 /// Build the port scheduler a router spec asks for.
@@ -563,7 +566,8 @@ pub fn make_scheduler(
             };
             Box::new(
                 TdpWheel::new(*t.ctr, t.d_max, rate_bps, framing, fifo(), stamping, t.padding)?
-                    .with_late_limit(late_limit),
+                    .with_late_limit(late_limit)
+                    .with_peer_window(t.peer_window),
             )
         }
         _ => fifo(),
@@ -604,6 +608,7 @@ pub fn build_router(
                 tdp_peer,
                 padding,
                 late_limit: sc.tdp.as_ref().and_then(|t| t.late_limit),
+                peer_window: sc.tdp.as_ref().map_or(4, |t| t.max_lag),
             })
         } else {
             None

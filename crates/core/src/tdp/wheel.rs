@@ -81,6 +81,10 @@ pub struct TdpStats {
     pub be_sent: u64,
     /// Padding frames sent (not counted in [`QueueStats`]: never enqueued).
     pub padding_sent: u64,
+    /// Of those, bridges: padding naming a TF that went by without a stamp
+    /// (a stall, or a TF of best effort only), sent before the next stamped
+    /// frame so the peer's alternating-bit decoder counts every TF.
+    pub padding_bridges: u64,
     /// TDP packets still queued when their TF ended; each was sent later,
     /// ahead of the next TF's packets, never dropped.
     pub overrun: u64,
@@ -130,6 +134,9 @@ pub struct TdpWheel {
     /// TFs a reserved packet may still leave after its forwarding TF ended
     /// ([`TdpWheel::with_late_limit`]); `None`: no limit.
     late_limit: Option<u64>,
+    /// The peer decoder's clock window (its `max_lag`): how far behind the
+    /// clock a bridge may still name a TF and be read by its bits.
+    peer_window: u64,
     last_sent_tf: Option<u64>,
     last_stamped_tf: Option<u64>,
     pad_ident: u16,
@@ -198,6 +205,7 @@ impl TdpWheel {
             padding_policy: PaddingPolicy::default(),
             strict_guard: false,
             late_limit: None,
+            peer_window: super::StampDecoder::DEFAULT_MAX_LAG,
             last_sent_tf: None,
             last_stamped_tf: None,
             pad_ident: 0,
@@ -235,6 +243,20 @@ impl TdpWheel {
     /// every late packet.
     pub fn with_late_limit(mut self, limit: Option<u32>) -> Self {
         self.late_limit = limit.map(u64::from);
+        self
+    }
+
+    /// The clock window of the peer's stamp decoder (its `max_lag`,
+    /// default [`super::StampDecoder::DEFAULT_MAX_LAG`]). The peer counts
+    /// TFs by the alternating TF bit, so a TF that went by without a stamp
+    /// (the port stalled, or sent only best effort in it) would make it
+    /// read the next stamp two TFs early. Before the next stamped frame the
+    /// wheel therefore sends padding naming each TF missed (a bridge,
+    /// counted), as long as that TF is within this window of the clock,
+    /// where the peer still decodes by the bits; further back the peer
+    /// resynchronises from its clock anyway.
+    pub fn with_peer_window(mut self, max_lag: u32) -> Self {
+        self.peer_window = u64::from(max_lag);
         self
     }
 
@@ -298,6 +320,33 @@ impl TdpWheel {
         self.buf_curr = (self.buf_curr + (steps % self.n_buf as u64) as usize) % self.n_buf;
         self.tf_curr = Some(t);
         t
+    }
+
+    /// The TF a bridge must name before a frame stamped `tf` leaves in TF
+    /// `t`: the first TF after the last one stamped, if that was skipped
+    /// and is still inside the peer's window ([`TdpWheel::with_peer_window`]),
+    /// and if TF `t` has room for it beyond its reservations (a bridge is
+    /// charged to the TF's budget, so it never pushes reserved traffic out
+    /// of its TF).
+    fn bridge_for(&self, tf: u64, t: u64) -> Option<u64> {
+        if self.padding.is_none() || self.stamping != StampMode::Tdp {
+            return None;
+        }
+        let next = self.last_stamped_tf?.checked_add(1)?;
+        // `queue_for(t)` is the current TF's queue once the wheel is turned
+        // to `t`; beyond the wheel's reach the turn empties it.
+        let used = self.queue_for(t).map_or(0, |i| self.tf_bytes[i]);
+        let room = used + self.framing.wire_bytes(PADDING_LEN) <= self.budget;
+        (tf > next && t - next.min(t) <= self.peer_window && room).then_some(next)
+    }
+
+    /// What `peek` shows for reserved frame `p` next in TF `t`: a bridge
+    /// goes before it if one is due.
+    fn bridged<'a>(&'a self, p: &'a Packet, t: u64) -> Option<&'a Packet> {
+        match self.bridge_for(p.meta.tdp_tf.map_or(t, |f| f.min(t)), t) {
+            Some(_) => self.padding_preview.as_ref(),
+            None => Some(p),
+        }
     }
 
     /// Whether a packet of forwarding TF `tf` is past the late limit in
@@ -412,10 +461,18 @@ impl TdpWheel {
         }
     }
 
+    /// A padding frame naming TF `t` (a bridge if that is not the current
+    /// TF).
     fn padding_frame(&mut self, spec: PaddingSpec, t: u64) -> Packet {
         self.pad_ident = self.pad_ident.wrapping_add(1);
         let p = padding_packet(&self.ctr, spec, t, self.pad_ident);
         self.tdp.padding_sent += 1;
+        if let Some(cur) = self.tf_curr.filter(|&c| t < c) {
+            self.tdp.padding_bridges += 1;
+            if let Some(i) = self.queue_for(cur) {
+                self.tf_bytes[i] += self.framing.wire_bytes(PADDING_LEN);
+            }
+        }
         self.last_sent_tf = Some(t);
         self.last_stamped_tf = Some(t);
         p
@@ -520,6 +577,18 @@ impl Scheduler for TdpWheel {
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
         let t = self.roll(now);
         self.shed_stale(t);
+        // The next reserved frame's stamp, and a bridge before it if TFs
+        // went by unstamped. Padding bridges for itself (same frame, an
+        // earlier TF named).
+        let next_tdp = match self.overrun.front() {
+            Some(p) => Some(p.meta.tdp_tf.map_or(t, |f| f.min(t))),
+            None => self.queues[self.buf_curr].front().map(|_| t),
+        };
+        if let (Some(tf), Some(spec)) = (next_tdp, self.padding) {
+            if let Some(b) = self.bridge_for(tf, t) {
+                return Some(self.padding_frame(spec, b));
+            }
+        }
         if let Some(p) = self.overrun.pop_front() {
             return Some(self.send_tdp(p, t));
         }
@@ -527,13 +596,15 @@ impl Scheduler for TdpWheel {
             return Some(self.send_tdp(p, t));
         }
         if let Some(spec) = self.padding_due(now, t, PaddingPolicy::WhenUnstamped) {
-            return Some(self.padding_frame(spec, t));
+            let tf = self.bridge_for(t, t).unwrap_or(t);
+            return Some(self.padding_frame(spec, tf));
         }
         if let Some(p) = self.take_be(now, t) {
             return Some(self.send_be(p, t));
         }
         if let Some(spec) = self.padding_due(now, t, PaddingPolicy::WhenIdle) {
-            return Some(self.padding_frame(spec, t));
+            let tf = self.bridge_for(t, t).unwrap_or(t);
+            return Some(self.padding_frame(spec, tf));
         }
         None
     }
@@ -555,7 +626,7 @@ impl Scheduler for TdpWheel {
             .iter()
             .find(|p| !self.stale(p.meta.tdp_tf.unwrap_or(t), t))
         {
-            return Some(p);
+            return self.bridged(p, t);
         }
         if let Some(cur) = self.tf_curr {
             // `roll` moves the queues of TFs that ended, in TF order, to
@@ -568,7 +639,7 @@ impl Scheduler for TdpWheel {
                     continue;
                 }
                 if let Some(p) = self.queues[(self.buf_curr + i) % self.n_buf].front() {
-                    return Some(p);
+                    return self.bridged(p, t);
                 }
             }
         }
@@ -641,6 +712,7 @@ impl Scheduler for TdpWheel {
             ("tdp_sent", t.tdp_sent),
             ("be_sent", t.be_sent),
             ("padding_sent", t.padding_sent),
+            ("padding_bridges", t.padding_bridges),
             ("overrun", t.overrun),
             ("be_remarked", t.be_remarked),
             ("max_tf_bytes", t.max_tf_bytes),
@@ -904,16 +976,26 @@ mod tests {
 
         // A TF with reserved traffic needs no padding; with the paper's rule
         // a TF with only best effort gets none either.
+        // TF 16 then carries no stamp, so TF 17 first sends a bridge naming
+        // it: the peer counts TFs by the alternating bit and would read 17
+        // as 15.
         let arrivals = vec![(tf(14), pkt(1, 100, Some(15))), (tf(16), pkt(2, 100, None))];
         let sent = run(&mut w, arrivals, tf(14), tf(18));
-        let got: Vec<(bool, u64, u64)> = sent
+        let got: Vec<(bool, u64, u64, Option<u64>)> = sent
             .iter()
-            .map(|(at, p)| (p.meta.padding, p.meta.uid, ctr().tf_at(*at)))
+            .map(|(at, p)| (p.meta.padding, p.meta.uid, ctr().tf_at(*at), p.meta.tdp_tf))
             .collect();
         assert_eq!(
             got,
-            vec![(true, 0, 14), (false, 1, 15), (false, 2, 16), (true, 0, 17)]
+            vec![
+                (true, 0, 14, Some(14)),
+                (false, 1, 15, Some(15)),
+                (false, 2, 16, None),
+                (true, 0, 17, Some(16)),
+                (true, 0, 17, Some(17))
+            ]
         );
+        assert_eq!(w.tdp_stats().padding_bridges, 1);
     }
 
     #[test]
