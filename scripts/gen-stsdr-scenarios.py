@@ -178,8 +178,8 @@ write("nowfq.toml", name="stsdr-nowfq", title="No WFQ: forwarders send as soon a
 # cycle) of no WFQ. l = 25 cycles hold ~22; >= 99 % needs >= 100, i.e.
 # cycles of >= 540 us, and bursts that carry a cycle's work from one
 # queue. l = 800 (l*64 bytes: 656 frames of 78 bytes; 642 fit the 2-byte
-# length field) with a 1 ms guard after each round: cycles of ~1.25 ms,
-# ~230 forwarding times, the DS frames 0.4 % of them. l = 400 reaches
+# length field) with a 1 ms guard after each round: cycles of ~1.4 ms,
+# ~260 forwarding times, the DS frames 0.4 % of them. l = 400 reaches
 # the same at 1 ms but is near its cliff (at 1.5 ms a cycle's work no
 # longer fits its 328-frame bursts: 92 %). The price: packets wait for
 # the longer cycles (delay), and long bursts widen the short-term lag
@@ -250,8 +250,8 @@ write("live.toml", name="stsdr-live", title="Live L-DS (l = 25), slowed 50x for 
 # Live L-DS for throughput: lds-bulk.toml at the live scale. The guard
 # is 1 ms x 50 plus what the unscaled 1 Gb/s links leave out of the
 # cycle (a burst's wire time, ~0.2 ms at full speed, ~0.2 ms live): 58 ms,
-# so a live cycle (~62 ms) holds ~230 forwarding times as the simulated
-# one (~1.25 ms) does. Runs of 20 s with 4 s of warm-up: a 3 s window
+# so a live cycle (~61 ms) holds ~230 forwarding times, near the simulated
+# one's ~260 (~1.4 ms). Runs of 20 s with 4 s of warm-up: a 3 s window
 # would hold only ~40 such cycles, and the bursts queued at its edges
 # would move the ratio by about a point.
 LIVE_BULK_PRE = """# Live L-DS for throughput: lds-bulk.toml (l = 800, guard 1 ms) at the live
