@@ -167,6 +167,7 @@ pub fn build_forwarder(
     cfg.variant = p.variant;
     cfg.tie = p.tie;
     cfg.proposer = p.proposer;
+    cfg.lds_rank = p.lds_rank;
     cfg.t_br = p.t_br;
     cfg.costs = p.costs;
     cfg.cycle_guard = p.cycle_guard;

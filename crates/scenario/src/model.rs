@@ -414,6 +414,8 @@ pub struct StsdrParams {
     pub vlan: u16,
     pub tie: qosnet_core::stsdr::TieBreak,
     pub proposer: qosnet_core::stsdr::Proposer,
+    /// What L-DS ranks a burst by.
+    pub lds_rank: qosnet_core::stsdr::LazyRank,
     /// Extra wait after each round (switch latency, safety).
     pub cycle_guard: Duration,
     /// Payload bytes a DS frame may use (1500; jumbo 9000).

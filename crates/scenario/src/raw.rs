@@ -57,6 +57,8 @@ pub struct Stsdr {
     pub tie: Option<S<String>>,
     /// "forwarders" or "outlinks".
     pub proposer: Option<S<String>>,
+    /// L-DS ranking: "head" or "start".
+    pub lds_rank: Option<S<String>>,
     pub cycle_guard: Option<S<String>>,
     pub mtu: Option<S<i64>>,
     pub fe_timeout: Option<S<String>>,

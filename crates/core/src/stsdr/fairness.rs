@@ -26,7 +26,7 @@
 
 use super::fluid::{jain, LagMeter};
 use super::forwarder::Variant;
-use super::sched::{Dwfq, Entry, FeState, Proposer, RoundKey, TieBreak, View};
+use super::sched::{Dwfq, Entry, FeState, LazyRank, Proposer, RoundKey, TieBreak, View};
 use super::Dims;
 use crate::packet::{Meta, Packet};
 use crate::sched::{FairConf, QueueConf, Scheduler, Wfq};
@@ -55,6 +55,8 @@ pub struct FairnessRun {
     pub variant: Variant,
     pub tie: TieBreak,
     pub proposer: Proposer,
+    /// What L-DS ranks a burst by.
+    pub lds_rank: LazyRank,
     pub sizes: Sizes,
     pub seed: u64,
     /// Link rate for the time axis of the GPS reference.
@@ -73,6 +75,7 @@ impl FairnessRun {
             variant: Variant::Sds,
             tie: TieBreak::Random { seed: 1 },
             proposer: Proposer::Forwarders,
+            lds_rank: LazyRank::Head,
             sizes: Sizes::Fixed(64),
             seed: 1,
             rate_bps: 1_000_000_000,
@@ -153,6 +156,7 @@ pub fn compare(run: &FairnessRun) -> Result<FairnessReport, String> {
     let dims = Dims::new(m, n, k);
     let mut dwfq = Dwfq::new(dims, run.weights.clone(), run.tie, run.proposer)?;
     dwfq.set_lazy(matches!(run.variant, Variant::Lds { .. }));
+    dwfq.set_lazy_rank(run.lds_rank);
     let slots = match run.variant {
         Variant::NoWfq => return Err("fairness: no-WFQ mode has no schedule to compare".into()),
         Variant::Mds { slots: 0 } | Variant::Lds { packets: 0 } => {
@@ -228,25 +232,16 @@ pub fn compare(run: &FairnessRun) -> Result<FairnessReport, String> {
                             bytes += streams.len(j, c, pkt_index(cur + p, i)) as u64;
                             p += 1;
                         }
+                        let head = streams.len(j, c, pkt_index(cur, i));
                         st.push(
                             j,
                             c,
-                            Entry {
-                                stamp: stamp(pkt_index(cur, i), c, j),
-                                len: bytes as u32,
-                            },
+                            Entry::burst(stamp(pkt_index(cur, i), c, j), bytes as u32, head),
                         );
                     } else {
                         for s in 0..slots as u64 {
                             let p = pkt_index(cur + s, i);
-                            st.push(
-                                j,
-                                c,
-                                Entry {
-                                    stamp: stamp(p, c, j),
-                                    len: streams.len(j, c, p),
-                                },
-                            );
+                            st.push(j, c, Entry::packet(stamp(p, c, j), streams.len(j, c, p)));
                         }
                     }
                 }

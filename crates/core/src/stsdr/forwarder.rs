@@ -51,7 +51,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 
-use super::sched::{Decision, Dwfq, Entry, FeState, Proposer, RoundKey, TieBreak, View, VirtualClocks};
+use super::sched::{
+    Decision, Dwfq, Entry, FeState, LazyRank, Proposer, RoundKey, TieBreak, View, VirtualClocks,
+};
 use super::wire::{self as ds, Expect, Header, Vlan};
 use super::{Dims, Rx};
 use crate::arp::{self, Arp, ArpConfig, ARP_REPLY, ARP_REQUEST};
@@ -173,6 +175,9 @@ pub struct ForwarderConfig {
     pub variant: Variant,
     pub tie: TieBreak,
     pub proposer: Proposer,
+    /// What L-DS ranks a burst by (the head packet, the paper's rule, or
+    /// the class's start tag).
+    pub lds_rank: LazyRank,
     /// T_br: the wait after the master's frame (§IV-A, Table II).
     pub t_br: Duration,
     pub costs: PhaseCosts,
@@ -234,6 +239,7 @@ impl ForwarderConfig {
             variant: Variant::Sds,
             tie: TieBreak::Deterministic,
             proposer: Proposer::Forwarders,
+            lds_rank: LazyRank::Head,
             t_br: Duration::from_micros(72),
             costs: PhaseCosts::default(),
             cycle_guard: Duration::ZERO,
@@ -498,6 +504,7 @@ impl Forwarder {
             dwfq: {
                 let mut d = Dwfq::new(dims, cfg.weights.clone(), cfg.tie, cfg.proposer)?;
                 d.set_lazy(matches!(cfg.variant, Variant::Lds { .. }));
+                d.set_lazy_rank(cfg.lds_rank);
                 d
             },
             fe_timeout: cfg.timeout(cfg.fe_timeout),
@@ -752,14 +759,10 @@ impl Forwarder {
                     }
                     if let Some(h) = queue.front() {
                         self.burst[q] = n;
-                        st.push(
-                            j,
-                            q % k,
-                            Entry {
-                                stamp: h.stamp,
-                                len: link as u32,
-                            },
-                        );
+                        // The head's own length too: phase 2 ranks the
+                        // burst as S-DS would rank its first packet.
+                        let head = framing.wire_bytes(h.pkt.len()) as u32;
+                        st.push(j, q % k, Entry::burst(h.stamp, link as u32, head));
                     }
                 }
                 v => {
@@ -767,10 +770,7 @@ impl Forwarder {
                         st.push(
                             j,
                             q % k,
-                            Entry {
-                                stamp: p.stamp,
-                                len: framing.wire_bytes(p.pkt.len()) as u32,
-                            },
+                            Entry::packet(p.stamp, framing.wire_bytes(p.pkt.len()) as u32),
                         );
                     }
                 }

@@ -39,7 +39,7 @@ mod testbed;
 
 pub use balancer::{Balancer, BalancerConfig, Liveness};
 pub use forwarder::{Forwarder, ForwarderConfig, OutLink, PhaseCosts, Variant};
-pub use sched::{Dwfq, Proposer, TieBreak};
+pub use sched::{Dwfq, LazyRank, Proposer, TieBreak};
 
 use crate::arp::{self, Arp};
 use crate::wire::{self as eth, MacAddr, Malformed};

@@ -96,6 +96,34 @@ pub struct Entry {
     /// Bytes charged when it is sent: the frame length, or the burst's
     /// bytes in L-DS. Never zero (zero means "no packet" on the wire).
     pub len: u32,
+    /// The head-of-line packet's own bytes: what phase 2 ranks an L-DS
+    /// burst by (§V-B: "the packet selection and link assignment happen as
+    /// described in Section IV"). Equal to `len` for a single packet; 0
+    /// (as in entries built before the field existed) is read as `len`.
+    pub head: u32,
+}
+
+impl Entry {
+    /// One packet of `len` bytes.
+    pub fn packet(stamp: u32, len: u32) -> Self {
+        Entry {
+            stamp,
+            len,
+            head: len,
+        }
+    }
+    /// An L-DS burst of `len` bytes whose first packet has `head` bytes.
+    pub fn burst(stamp: u32, len: u32, head: u32) -> Self {
+        Entry { stamp, len, head }
+    }
+    /// The head-of-line packet's bytes, never above the whole entry's.
+    pub fn head_len(&self) -> u32 {
+        if self.head == 0 || self.head > self.len {
+            self.len
+        } else {
+            self.head
+        }
+    }
 }
 
 /// What a DS frame says about one forwarder's N × K queues: the first few
@@ -334,6 +362,21 @@ pub enum TieBreak {
     Random { seed: u64 },
 }
 
+/// What L-DS ranks a burst by in phase 2 and VSORT (see
+/// [`Dwfq::set_lazy`]). The two agree for fixed-size packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LazyRank {
+    /// The finish tag of the burst's head-of-line packet alone, S_jk +
+    /// head / w_k: §V-B's "selection ... as described in Section IV", the
+    /// burst's first packet ranked as S-DS ranks a packet.
+    #[default]
+    Head,
+    /// The class's start tag S_jk (start-time fair queueing over bursts):
+    /// a smaller lag behind GPS for variable sizes (docs/paper-stsdr.md,
+    /// *The head's length*), not the paper's rule.
+    Start,
+}
+
 /// Which side proposes in Gale–Shapley.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Proposer {
@@ -366,8 +409,9 @@ pub struct Pick {
     /// Its virtual finish time v_ijk (in L-DS, of the whole burst): the
     /// class's start tag after it is sent.
     pub tag: u128,
-    /// What phase 2 and VSORT rank it by: `tag`, or in L-DS the class's
-    /// start tag (see [`Dwfq::set_lazy`]).
+    /// What phase 2 and VSORT rank it by: `tag`, or in L-DS the finish
+    /// tag of the burst's head-of-line packet alone (see
+    /// [`Dwfq::set_lazy`]).
     pub rank: u128,
     /// Its age at FE_i (ASORT key, larger is earlier).
     pub age: u32,
@@ -553,6 +597,7 @@ pub struct Dwfq {
     tie: TieBreak,
     proposer: Proposer,
     lazy: bool,
+    lazy_rank: LazyRank,
 }
 
 impl Dwfq {
@@ -573,16 +618,22 @@ impl Dwfq {
             tie,
             proposer,
             lazy: false,
+            lazy_rank: LazyRank::Head,
         })
     }
     /// L-DS (§V-B): "the packet selection and link assignment happen as
     /// described in Section IV", then l packets go out. So picks are
-    /// ranked as their queue's head-of-line packet would be, by the
-    /// class's start tag S_jk, not by the finish of the whole burst their
-    /// entry reports (which would make the matching prefer queues with
-    /// short bursts); the burst is charged in full when sent.
+    /// ranked as their queue's head-of-line packet would be in S-DS, by
+    /// S_jk + (head's bytes) / w_k (the DS entry carries the head's length
+    /// beside the burst's), not by the finish of the whole burst (which
+    /// would make the matching prefer queues with short bursts); the
+    /// burst is charged in full when sent.
     pub fn set_lazy(&mut self, lazy: bool) {
         self.lazy = lazy;
+    }
+    /// What L-DS ranks by ([`LazyRank::Head`] unless set).
+    pub fn set_lazy_rank(&mut self, r: LazyRank) {
+        self.lazy_rank = r;
     }
     pub fn dims(&self) -> Dims {
         self.dims
@@ -603,10 +654,10 @@ impl Dwfq {
             .filter_map(|k| {
                 let e = st.head(ol, k)?;
                 let tag = self.clocks.finish_tag(ol, k, e.len);
-                let rank = if self.lazy {
-                    self.clocks.start_tag(ol, k)
-                } else {
-                    tag
+                let rank = match (self.lazy, self.lazy_rank) {
+                    (true, LazyRank::Head) => self.clocks.finish_tag(ol, k, e.head_len()),
+                    (true, LazyRank::Start) => self.clocks.start_tag(ol, k),
+                    (false, _) => tag,
                 };
                 let age = st.age(e);
                 let tb = match self.tie {
@@ -728,7 +779,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn e(stamp: u32, len: u32) -> Entry {
-        Entry { stamp, len }
+        Entry::packet(stamp, len)
     }
 
     /// Kleinberg & Tardos ch. 1: deferred acceptance on complete lists is
@@ -789,17 +840,18 @@ mod tests {
         assert_eq!(s.clocks().start_tag(1, 2), VT_BASE + 100 * VT_PER_BYTE);
     }
 
-    /// L-DS ranks a pick as its head-of-line packet (by the class's start
-    /// tag) and charges the whole burst: a queue whose burst is long is
-    /// not passed over for one whose burst is short, and the long burst's
-    /// class then waits its full charge.
+    /// L-DS ranks a pick as its head-of-line packet (by the finish tag of
+    /// the head alone) and charges the whole burst: a queue whose burst is
+    /// long is not passed over for one whose burst is short, and the long
+    /// burst's class then waits its full charge.
     #[test]
-    fn lds_ranks_by_start_tag_and_charges_the_burst() {
+    fn lds_ranks_by_head_and_charges_the_burst() {
         let d = dims(1, 1, 2);
         let view = |a: u32, b: u32| {
             let mut st = FeState::new(d, 100);
-            st.push(0, 0, e(10, a)); // older
-            st.push(0, 1, e(20, b));
+            // Bursts of 64-byte packets: equal heads.
+            st.push(0, 0, Entry::burst(10, a, 64.min(a))); // older
+            st.push(0, 1, Entry::burst(20, b, 64.min(b)));
             let mut v = View::new(d);
             v.set(0, Some(st));
             v
@@ -813,7 +865,7 @@ mod tests {
                 .class,
             1
         );
-        // Lazy: equal start tags, the older head goes first, charged 2000 B.
+        // Lazy: equal head tags, the older head goes first, charged 2000 B.
         let mut s = Dwfq::new(d, vec![1, 1], TieBreak::Deterministic, Proposer::Forwarders).unwrap();
         s.set_lazy(true);
         let mut v = view(2000, 100);
@@ -833,6 +885,63 @@ mod tests {
         }
         assert_eq!(order[..20], [1; 20]);
         assert_eq!(order[20], 0);
+    }
+
+    /// Variable sizes (the paper's rule, §V-B): among classes with equal
+    /// start tags, L-DS picks the one whose head-of-line packet finishes
+    /// first, as S-DS would, whatever the bursts behind the heads; and a
+    /// head of length 0 (an entry built without it) counts as the whole
+    /// entry, never as a free packet.
+    #[test]
+    fn lds_ranks_equal_start_tags_by_the_head_length() {
+        let d = dims(1, 1, 2);
+        let pick = |a: Entry, b: Entry| {
+            let mut st = FeState::new(d, 100);
+            st.push(0, 0, a); // older
+            st.push(0, 1, b);
+            let mut v = View::new(d);
+            v.set(0, Some(st));
+            let mut s = Dwfq::new(d, vec![1, 1], TieBreak::Deterministic, Proposer::Forwarders).unwrap();
+            s.set_lazy(true);
+            s.round(&mut v, RoundKey::default())
+                .matched_pick(0)
+                .unwrap()
+                .class
+        };
+        // A 1538-byte head (a 1500-byte IP packet on the link) loses to a
+        // 84-byte one though it is older and its burst is shorter.
+        assert_eq!(pick(Entry::burst(10, 1538, 1538), Entry::burst(20, 3000, 84)), 1);
+        // Equal heads: the older goes first.
+        assert_eq!(pick(Entry::burst(10, 3000, 84), Entry::burst(20, 1538, 84)), 0);
+        // Head unknown (0) or larger than the burst: the whole entry.
+        assert_eq!(
+            pick(
+                Entry {
+                    stamp: 10,
+                    len: 3000,
+                    head: 0
+                },
+                Entry::burst(20, 1538, 1538)
+            ),
+            1
+        );
+        assert_eq!(pick(Entry::burst(10, 100, 5000), Entry::burst(20, 200, 84)), 1);
+        // Ranked by start tag instead, the older head goes first.
+        let mut st = FeState::new(d, 100);
+        st.push(0, 0, Entry::burst(10, 1538, 1538));
+        st.push(0, 1, Entry::burst(20, 3000, 84));
+        let mut v = View::new(d);
+        v.set(0, Some(st));
+        let mut s = Dwfq::new(d, vec![1, 1], TieBreak::Deterministic, Proposer::Forwarders).unwrap();
+        s.set_lazy(true);
+        s.set_lazy_rank(LazyRank::Start);
+        assert_eq!(
+            s.round(&mut v, RoundKey::default())
+                .matched_pick(0)
+                .unwrap()
+                .class,
+            0
+        );
     }
 
     /// Stamps compare by age against the sender's reference, so a wrap of

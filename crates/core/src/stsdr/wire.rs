@@ -14,6 +14,9 @@
 //! l, so a receiver can check the frame against its configuration.
 //!
 //! M-DS carries l slots per queue (the first l packets); S-DS is l = 1.
+//! L-DS (the LAZY flag) is l = 1 with 8-byte slots: the burst's length,
+//! then its head-of-line packet's own length, which phase 2 ranks the
+//! burst by (§V-B: selection as in §IV, for variable sizes too).
 //! An empty slot is all zeros (length 0 means no packet), and only
 //! trailing slots of a queue may be empty. The master's frame may append the virtual-clock offsets
 //! S_jk − V_j (8 bytes each) that let every forwarder re-synchronise its
@@ -30,12 +33,16 @@ use crate::wire::{MacAddr, ETH_HDR, ETH_MIN_NO_FCS};
 pub const ETHERTYPE_DS: u16 = 0x88B6;
 /// IEEE 802.1Q customer VLAN tag protocol identifier.
 const TPID_8021Q: u16 = 0x8100;
-/// Version of the format described here.
-pub const VERSION: u8 = 1;
+/// Version of the format described here. 2: LAZY slots carry the head's
+/// length (a version-1 receiver would misread them, so it refuses them).
+pub const VERSION: u8 = 2;
 /// qosnet's header before the paper's body.
 pub const HEADER_LEN: usize = 14;
 /// Bytes per queue slot: 4-byte stamp, 2-byte length (§IV-A).
 pub const SLOT_LEN: usize = 6;
+/// Bytes per slot of a LAZY (L-DS) frame: stamp, burst length, and the
+/// 2-byte length of the burst's head-of-line packet.
+pub const LAZY_SLOT_LEN: usize = 8;
 /// Bytes per virtual-clock offset in a master frame.
 pub const OFFSET_LEN: usize = 8;
 /// The standard Ethernet MTU; DS payloads must fit in the MTU in use.
@@ -51,7 +58,8 @@ pub mod flags {
     pub const VSTATE: u8 = 0x02;
     /// Liveness only (no-WFQ mode): no slots (l = 0).
     pub const HEARTBEAT: u8 = 0x04;
-    /// L-DS: slot lengths are the bytes of the burst the queue would send.
+    /// L-DS: slot lengths are the bytes of the burst the queue would send,
+    /// and each slot also carries its head-of-line packet's length.
     pub const LAZY: u8 = 0x08;
     pub const ALL: u8 = MASTER | VSTATE | HEARTBEAT | LAZY;
 }
@@ -195,13 +203,19 @@ impl Header {
     pub fn is_heartbeat(&self) -> bool {
         self.flags & flags::HEARTBEAT != 0
     }
+    fn is_lazy(&self) -> bool {
+        self.flags & flags::LAZY != 0
+    }
+    fn slot_len(&self) -> usize {
+        if self.is_lazy() {
+            LAZY_SLOT_LEN
+        } else {
+            SLOT_LEN
+        }
+    }
     fn payload_len(&self) -> usize {
-        payload_len(
-            self.outlinks as usize,
-            self.classes as usize,
-            self.slots as usize,
-            self.flags & flags::VSTATE != 0,
-        )
+        let (n, k) = (self.outlinks as usize, self.classes as usize);
+        payload_len(n, k, 0, self.flags & flags::VSTATE != 0) + self.slot_len() * n * k * self.slots as usize
     }
 }
 
@@ -299,17 +313,20 @@ pub fn parse(f: &[u8], exp: &Expect) -> Result<Ds, DsError> {
         for c in 0..k {
             let mut ended = false;
             for _ in 0..l {
-                let e = Entry {
-                    stamp: rd32(p, at),
-                    len: rd16(p, at + 4) as u32,
-                };
-                at += SLOT_LEN;
+                let (stamp, len) = (rd32(p, at), rd16(p, at + 4) as u32);
+                // A LAZY slot's head is 1 ..= the burst's length (0 only in
+                // an empty slot); other slots are one packet.
+                let head = if h.is_lazy() { rd16(p, at + 6) as u32 } else { len };
+                let e = Entry::burst(stamp, len, head);
+                at += h.slot_len();
                 if e.len == 0 {
-                    if e.stamp != 0 {
+                    if e.stamp != 0 || e.head != 0 {
                         return Err(DsError::BadEntry);
                     }
                     ended = true;
-                } else if ended {
+                } else if ended || e.head == 0 || e.head > e.len {
+                    // A packet after an empty slot, or a head that is not
+                    // part of its burst.
                     return Err(DsError::BadEntry);
                 } else {
                     state.push(j, c, e);
@@ -336,7 +353,8 @@ pub fn parse(f: &[u8], exp: &Expect) -> Result<Ds, DsError> {
 /// padded to the Ethernet minimum. `h.outlinks`, `h.classes` and
 /// `h.slots` give the layout: each queue's first `h.slots` entries of
 /// `state` are written, missing ones as empty slots; lengths above 65535
-/// are written as 65535 (the forwarder never builds such a burst). The
+/// are written as 65535 (the forwarder never builds such a burst). With
+/// LAZY each slot also gets its entry's head length (at most its length). The
 /// VSTATE flag is set exactly when `offsets` is given (it must have N·K
 /// values; missing ones are written as 0).
 pub fn encode(
@@ -371,8 +389,13 @@ pub fn encode(
             let mut q = state.queue(j, c);
             for _ in 0..l {
                 let e = q.next().unwrap_or_default();
+                let len = e.len.min(u16::MAX as u32) as u16;
                 f.extend_from_slice(&e.stamp.to_be_bytes());
-                f.extend_from_slice(&(e.len.min(u16::MAX as u32) as u16).to_be_bytes());
+                f.extend_from_slice(&len.to_be_bytes());
+                if h.is_lazy() {
+                    let head = (e.head_len().min(u16::MAX as u32) as u16).min(len);
+                    f.extend_from_slice(&head.to_be_bytes());
+                }
             }
         }
     }
@@ -409,18 +432,61 @@ mod tests {
         for j in 0..d.outlinks {
             for k in 0..d.classes {
                 for s in 0..per_queue {
-                    st.push(
-                        j,
-                        k,
-                        Entry {
-                            stamp: (j * 100 + k * 10 + s) as u32,
-                            len: 60 + s as u32,
-                        },
-                    );
+                    st.push(j, k, Entry::packet((j * 100 + k * 10 + s) as u32, 60 + s as u32));
                 }
             }
         }
         st
+    }
+
+    /// One L-DS burst per queue: 25 packets, the head 84 link bytes.
+    fn lazy_state(d: Dims) -> FeState {
+        let mut st = FeState::new(d, 0x0a0b_0c0d);
+        for j in 0..d.outlinks {
+            for k in 0..d.classes {
+                st.push(
+                    j,
+                    k,
+                    Entry::burst((j * 100 + k * 10) as u32, 2100 + k as u32, 84 + j as u32),
+                );
+            }
+        }
+        st
+    }
+
+    /// L-DS slots carry the burst's length and its head's, 8 bytes a
+    /// queue; a head of 0 or longer than its burst is refused.
+    #[test]
+    fn lazy_slots_carry_the_head_length() {
+        let d = Dims::new(3, 3, 3);
+        let h = header(2, flags::LAZY, 3, 3, 1);
+        let st = lazy_state(d);
+        let f = encode(&h, &st, None, MacAddr::local(7), None);
+        // 2-byte FE id, then 8 bytes per queue.
+        assert_eq!(f.len(), ETH_HDR + HEADER_LEN + 2 + 8 * 9);
+        let body = &f[ETH_HDR + HEADER_LEN..];
+        // Queue (0, 1): stamp 10, burst 2101 (0x0835), head 84 (0x54).
+        assert_eq!(&body[10..18], &[0, 0, 0, 10, 0x08, 0x35, 0, 0x54]);
+        let exp = Expect {
+            vid: None,
+            dims: Some(d),
+        };
+        let ds = parse(&f, &exp).unwrap();
+        assert_eq!(ds.state, st);
+        assert_eq!(ds.state.head(2, 0).unwrap().head_len(), 86);
+        let with_head = |v: u16| {
+            let mut g = f.clone();
+            g[ETH_HDR + HEADER_LEN + 2 + 6..ETH_HDR + HEADER_LEN + 2 + 8].copy_from_slice(&v.to_be_bytes());
+            parse(&g, &exp)
+        };
+        assert_eq!(with_head(0), Err(DsError::BadEntry));
+        assert_eq!(with_head(2101), Err(DsError::BadEntry));
+        assert!(with_head(2100).is_ok());
+        // An entry's head longer than its length is written as the length.
+        let mut big = FeState::new(d, 0);
+        big.push(0, 0, Entry::burst(1, 100, 900));
+        let g = encode(&h, &big, None, MacAddr::local(7), None);
+        assert_eq!(parse(&g, &exp).unwrap().state.head(0, 0).unwrap().head, 100);
     }
 
     #[test]
@@ -463,30 +529,9 @@ mod tests {
     fn documented_example() {
         let d = Dims::new(3, 3, 3);
         let mut st = FeState::new(d, 0x0001_86a0);
-        st.push(
-            0,
-            0,
-            Entry {
-                stamp: 0x0001_8000,
-                len: 64,
-            },
-        );
-        st.push(
-            0,
-            2,
-            Entry {
-                stamp: 0x0001_8100,
-                len: 1514,
-            },
-        );
-        st.push(
-            2,
-            1,
-            Entry {
-                stamp: 0x0001_7f00,
-                len: 60,
-            },
-        );
+        st.push(0, 0, Entry::packet(0x0001_8000, 64));
+        st.push(0, 2, Entry::packet(0x0001_8100, 1514));
+        st.push(2, 1, Entry::packet(0x0001_7f00, 60));
         let h = Header {
             fe: 1,
             flags: 0,
@@ -512,7 +557,7 @@ mod tests {
             "efa0",
             "88b6",
             // qosnet header: version, flags, cycle, stamp_ref, N, K, l.
-            "01",
+            "02",
             "00",
             "0000002a",
             "000186a0",
@@ -602,7 +647,7 @@ mod tests {
         assert_eq!(parse(&good[..p + 10], &exp), Err(DsError::Truncated));
         assert_eq!(parse(&good[..good.len() - 1], &exp), Err(DsError::Truncated));
         assert_eq!(set(12, 0x08), Err(DsError::NotDs));
-        assert_eq!(set(p, 2), Err(DsError::BadVersion));
+        assert_eq!(set(p, 1), Err(DsError::BadVersion));
         assert_eq!(set(p + 1, 0x80), Err(DsError::BadFlags));
         assert_eq!(set(p + 10, 3), Err(DsError::BadDims));
         assert_eq!(set(p + 13, 0), Err(DsError::BadDims));
@@ -628,13 +673,16 @@ mod tests {
         fn parsers_never_panic(
             junk in prop::collection::vec(any::<u8>(), 0..300),
             muts in prop::collection::vec((any::<u16>(), any::<u8>()), 0..8),
-            cut in 0usize..200, tagged in any::<bool>(), raw in any::<bool>(),
+            cut in 0usize..200, tagged in any::<bool>(), raw in any::<bool>(), lazy in any::<bool>(),
         ) {
             let d = Dims::new(3, 2, 2);
             let f = if raw {
                 junk
             } else {
-                let mut f = encode(&header(1, flags::MASTER, 2, 2, 3), &state(d, 2), Some(&[1, -2, 3, -4]),
+                // LAZY frames have one 8-byte slot per queue.
+                let (fl, l) = if lazy { (flags::MASTER | flags::LAZY, 1) } else { (flags::MASTER, 3) };
+                let st = if lazy { lazy_state(d) } else { state(d, 2) };
+                let mut f = encode(&header(1, fl, 2, 2, l), &st, Some(&[1, -2, 3, -4]),
                     MacAddr::local(1), tagged.then(|| Vlan::new(5)));
                 for (at, v) in muts {
                     let n = f.len();

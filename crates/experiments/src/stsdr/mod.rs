@@ -22,6 +22,8 @@ pub(crate) static SCENARIOS: &[Embedded] = &[
     embed!("scenarios/stsdr/live.toml"),
     embed!("scenarios/stsdr/live-nowfq.toml"),
     embed!("scenarios/stsdr/kill.toml"),
+    embed!("scenarios/stsdr/lds-bulk.toml"),
+    embed!("scenarios/stsdr/live-bulk.toml"),
 ];
 
 pub static EXPERIMENT: Experiment = Experiment {

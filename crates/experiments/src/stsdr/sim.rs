@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use qosnet_core::stsdr::fairness::{compare, FairnessReport, FairnessRun, Sizes};
-use qosnet_core::stsdr::Variant;
+use qosnet_core::stsdr::{LazyRank, Variant};
 use qosnet_scenario::results::Results;
 use qosnet_scenario::Scenario;
 
@@ -84,13 +84,28 @@ fn paper_row(sc: &Scenario, table: &str, key: &str) -> Vec<f64> {
 }
 
 fn fairness(rounds: u64, variant: Variant, sizes: Sizes) -> Result<FairnessReport> {
+    fairness_ranked(rounds, variant, sizes, LazyRank::Head)
+}
+
+fn fairness_ranked(
+    rounds: u64,
+    variant: Variant,
+    sizes: Sizes,
+    lds_rank: LazyRank,
+) -> Result<FairnessReport> {
     let run = FairnessRun {
         rounds,
         variant,
         sizes,
+        lds_rank,
         ..FairnessRun::table1()
     };
     compare(&run).map_err(|e| anyhow!(e))
+}
+
+/// The worst lag behind GPS over the classes (bytes).
+fn worst_lag(rep: &FairnessReport) -> f64 {
+    rep.classes.iter().map(|c| c.distributed_lag).fold(0.0, f64::max)
 }
 
 fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant, variable: &[u16]) -> Result<()> {
@@ -157,6 +172,18 @@ fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant, vari
             rep.distributed_jain,
             rep.max_diff_bytes()
         );
+        if matches!(variant, Variant::Lds { .. }) && key == "variable" {
+            // The other L-DS ranking (`[stsdr] lds_rank = "start"`), for
+            // comparison: the two agree for fixed sizes.
+            let st = fairness_ranked(rounds, variant, Sizes::Trace(variable.to_vec()), LazyRank::Start)?;
+            outln!(
+                "{:>9} ranked by start tag instead (lds_rank = \"start\"): largest byte difference {} B, worst GPS lag {:.0} B (head rule: {:.0} B)",
+                "",
+                st.max_diff_bytes(),
+                worst_lag(&st),
+                worst_lag(&rep)
+            );
+        }
     }
     Ok(())
 }
@@ -238,6 +265,23 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         let mut v = double.clone();
         v.push(format!("stsdr.t_br={t}"));
         jobs.push((2, v));
+    }
+    // L-DS for throughput (scenarios/stsdr/lds-bulk.toml): longer bursts
+    // and a cycle guard against no WFQ over the same window, each row
+    // also with class 1 offered twice the others' load for its fairness.
+    let bulk = run::load(&SCENARIOS[BULK], &sets)?;
+    let bulk_dur = format!("scenario.duration={}us", bulk.duration.as_nanos() / 1000);
+    let bulk_warm = format!("scenario.warmup={}us", bulk.warmup.as_nanos() / 1000);
+    let bulk_base = jobs.len();
+    jobs.push((3, vec![bulk_dur.clone(), bulk_warm.clone()]));
+    jobs.push((
+        3,
+        [vec![bulk_dur.clone(), bulk_warm.clone()], double.clone()].concat(),
+    ));
+    for (l, g) in BULK_ROWS {
+        let v = vec![format!("stsdr.l={l}"), format!("stsdr.cycle_guard={g}")];
+        jobs.push((BULK, v.clone()));
+        jobs.push((BULK, [v, double.clone()].concat()));
     }
     // Node failures (scenarios/stsdr/kill.toml): the master killed for
     // good, another forwarder killed and restarted.
@@ -411,7 +455,8 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         curve.push((l, x.kpps, diff, lag));
     }
     print_ds_loss(&runs[loss_base..tbr_base]);
-    let tbr_curve = print_tbr(&runs[tbr_base..kill_at]);
+    let tbr_curve = print_tbr(&runs[tbr_base..bulk_base]);
+    print_bulk(&bulk, &runs[bulk_base..kill_at], rounds)?;
     print_kills(&runs[kill_at]);
     if let Some(dir) = &o.out {
         let dir = dir.join("stsdr");
@@ -425,6 +470,102 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
 
 /// The node-failure scenario (index into [`SCENARIOS`]).
 const KILL: usize = 6;
+/// L-DS configured for throughput (index into [`SCENARIOS`]).
+pub(super) const BULK: usize = 7;
+/// The rows of the throughput-vs-cost table, (l, cycle guard), on
+/// lds-bulk.toml: the shipped l = 25 and the paper's l = 100 without a
+/// guard, l = 400 at the guard it tolerates, then l = 800 with guards
+/// around the shipped 1 ms.
+const BULK_ROWS: [(u16, &str); 7] = [
+    (25, "0s"),
+    (100, "0s"),
+    (400, "1ms"),
+    (800, "200us"),
+    (800, "500us"),
+    (800, "1ms"),
+    (800, "1500us"),
+];
+
+/// Packet delay over all flows: the mean (weighted by packets received)
+/// and the worst flow's 99th percentile, in ns.
+pub(super) fn delays(r: &Results) -> (f64, f64) {
+    let n: u64 = r.flows.iter().map(|f| f.received).sum();
+    let mean = r
+        .flows
+        .iter()
+        .map(|f| f.delay_ns.mean * f.received as f64)
+        .sum::<f64>()
+        / n.max(1) as f64;
+    let p99 = r.flows.iter().map(|f| f.delay_ns.p99).max().unwrap_or(0);
+    (mean, p99 as f64)
+}
+
+/// What L-DS's throughput costs (beyond the paper): for each (l, guard),
+/// throughput against no WFQ over the same window, packet delay, the
+/// shares of OL_1 with class 1 offered twice the others' load, and the
+/// worst lag behind GPS of the scheduling-level comparison (IMIX, l).
+/// `runs`: no WFQ, no WFQ 2x, then per row its run and its 2x run.
+fn print_bulk(bulk: &Scenario, runs: &[(Scenario, Results)], rounds: u64) -> Result<()> {
+    let [(nsc, nr), (_, n2), rows @ ..] = runs else {
+        return Err(anyhow!(
+            "lds-bulk table: {} runs, expected at least 2",
+            runs.len()
+        ));
+    };
+    let base = measure(nsc, nr).kpps;
+    outln!(
+        "\nL-DS for throughput (beyond the paper; {}): what >= 99 % of no WFQ costs, {} ms windows",
+        bulk.source,
+        (bulk.duration.as_secs_f64() - bulk.warmup.as_secs_f64()) * 1e3
+    );
+    outln!(
+        "{:>4} {:>7} {:>8} {:>12} {:>11} {:>12} {:>22} {:>11} {:>14}",
+        "l",
+        "guard",
+        "kpps",
+        "% of no-WFQ",
+        "mean delay",
+        "worst p99",
+        "2x: class 1/2/3 %",
+        "off 1/3 pt",
+        "GPS lag (B)"
+    );
+    let row = |l: String, g: &str, r: &Results, r2: &Results, kpps: f64, lag: String| {
+        let (mean, p99) = delays(r);
+        let (sh, off, _) = ol1_fairness(r2);
+        outln!(
+            "{:>4} {:>7} {:>8.1} {:>12.2} {:>11} {:>12} {:>22} {:>11.2} {:>14}",
+            l,
+            g,
+            kpps,
+            100.0 * kpps / base.max(1e-9),
+            crate::report::fmt_ns(mean),
+            crate::report::fmt_ns(p99),
+            format!("{:.2} {:.2} {:.2}", sh[0], sh[1], sh[2]),
+            off,
+            lag
+        );
+    };
+    row("-".into(), "no WFQ", nr, n2, base, "-".into());
+    let mut lags: Vec<(u16, f64)> = Vec::new();
+    for ((l, g), pair) in BULK_ROWS.iter().zip(rows.chunks(2)) {
+        let [(sc, r), (_, r2)] = pair else { break };
+        let lag = match lags.iter().find(|(x, _)| x == l) {
+            Some((_, v)) => *v,
+            None => {
+                let rep = fairness(rounds, Variant::Lds { packets: *l }, Sizes::Trace(IMIX.to_vec()))?;
+                let v = rep.classes.iter().map(|c| c.distributed_lag).fold(0.0, f64::max);
+                lags.push((*l, v));
+                v
+            }
+        };
+        row(l.to_string(), g, r, r2, measure(sc, r).kpps, format!("{lag:.0}"));
+    }
+    outln!(
+        "(delay: one-way, every flow; no WFQ's is the forwarders' overloaded input queues. GPS lag: scheduling level, IMIX, {rounds} rounds)"
+    );
+    Ok(())
+}
 
 /// What the kills did, from the run's counters (§IV-A's robustness and
 /// the election and re-hashing beyond it).

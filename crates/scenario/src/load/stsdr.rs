@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use qosnet_core::stsdr::{PhaseCosts, Proposer, TieBreak, Variant};
+use qosnet_core::stsdr::{LazyRank, PhaseCosts, Proposer, TieBreak, Variant};
 use qosnet_core::Duration;
 
 use super::limits::MAX_RUN;
@@ -231,6 +231,17 @@ pub(super) fn stsdr(
             ))
         }
     };
+    let lds_rank = match s.lds_rank.as_ref().map(|t| (t.get_ref().as_str(), t.span())) {
+        None | Some(("head", _)) => LazyRank::Head,
+        Some(("start", _)) => LazyRank::Start,
+        Some((o, sp)) => {
+            return Err(cx.err(
+                sp,
+                format!("unknown lds_rank `{o}`"),
+                "use \"head\" (the head packet's finish tag, the paper's rule) or \"start\" (the class's start tag)",
+            ))
+        }
+    };
     let costs = match &s.costs {
         None => PhaseCosts::default(),
         Some(c) => {
@@ -295,6 +306,7 @@ pub(super) fn stsdr(
         vlan,
         tie,
         proposer,
+        lds_rank,
         cycle_guard: dur(&s.cycle_guard, "cycle_guard", Duration::ZERO)?,
         mtu,
         fe_timeout: opt(&s.fe_timeout, "fe_timeout")?,
