@@ -203,8 +203,24 @@ fn scenario_flows_arrive_complete() {
         assert!(leftovers(&p).is_empty());
         return;
     }
-    // 2000 pps for the 0.9 s after warm-up.
-    assert!((1790..=1810).contains(&a.sent), "{a:?}");
+    // 2000 pps for the 0.9 s after warm-up, from a generator that kept
+    // time (a run beside two builds sent fewer with this process's threads
+    // denied under 100 ms: the generator itself was late).
+    let gen_late = r.extra["generator_lateness"]["a"]["max_ns"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    if gen_late < 20_000_000 {
+        assert!((1790..=1810).contains(&a.sent), "{a:?}");
+    } else {
+        eprintln!(
+            "NOTE {}:{}: flow a's generator was {} ms late: sent {} (1790-1810 not required)",
+            file!(),
+            line!(),
+            gen_late / 1_000_000,
+            a.sent
+        );
+        assert!(a.sent > 300, "{a:?}");
+    }
     assert_eq!((a.received, a.lost), (a.sent, 0), "{a:?}");
     assert!(b.sent > 300, "{b:?}");
     assert_eq!((b.received, b.lost), (b.sent, 0), "{b:?}");
@@ -767,6 +783,15 @@ fn tdp_testbed_live_fifo_and_tdp() {
     let fifo_worst = fifo.extra["timer_lateness"]["max_ns"]
         .as_u64()
         .unwrap_or(u64::MAX);
+    // Nor unless its senders, the hosts' kernel UDP generators, fell so far
+    // behind that they caught up in bursts larger than the queues: a run
+    // beside two builds lost 203 of 2 608 with the router at most 8.4 ms
+    // late but FIFO delays of 0.78 s.
+    let fifo_senders = fifo.extra["generator_lateness"]
+        .as_object()
+        .map(|m| m.values().filter_map(|v| v["max_ns"].as_u64()).max().unwrap_or(0))
+        .unwrap_or(u64::MAX);
+    let fifo_worst = fifo_worst.max(fifo_senders);
     for (f, t) in fifo.flows.iter().zip(&tdp.flows) {
         // 16+ hops of 83.2 µs wire time each: the packets really went
         // round the rings (no shortcut across a split host's bridge).
@@ -774,15 +799,21 @@ fn tdp_testbed_live_fifo_and_tdp() {
             f.delay_ns.min > 1_300_000 && t.delay_ns.min > 1_300_000,
             "{f:?} {t:?}"
         );
-        assert!(f.sent > 2000 && t.sent > 2000);
+        // The generators send ~2 400 each unless the machine starves them
+        // (seen beside two builds: under 2 000); then any is enough.
+        if fifo_senders < 20_000_000 {
+            assert!(f.sent > 2000 && t.sent > 2000, "{f:?} {t:?}");
+        } else {
+            assert!(f.sent > 0 && t.sent > 0, "{f:?} {t:?}");
+        }
         if fifo_worst < 20_000_000 {
             assert_eq!(
                 f.lost, 0,
-                "FIFO lost packets: {f:?} (router at most {fifo_worst} ns late)"
+                "FIFO lost packets: {f:?} (router and senders at most {fifo_worst} ns late)"
             );
         } else if f.lost > 0 {
             eprintln!(
-                "NOTE {}:{}: FIFO lost {} packets of {}, not checked: its router thread was {fifo_worst} ns late",
+                "NOTE {}:{}: FIFO lost {} packets of {}, not checked: its router thread or its senders were {fifo_worst} ns late",
                 file!(),
                 line!(),
                 f.lost,
