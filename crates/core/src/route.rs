@@ -164,6 +164,7 @@ impl RouteTable {
     /// [`lookup`](Self::lookup) through the cache of recent answers: the
     /// same route, without the scan when (`dst`, `ttl`) was looked up
     /// since the table last changed and its cache slot was not reused.
+    #[inline]
     pub fn lookup_cached(&mut self, dst: Ipv4Addr, ttl: u8) -> Option<&Route> {
         let d = u32::from(dst);
         let tag = (d as u64) << 32 | (ttl as u64) << 16;

@@ -61,6 +61,7 @@ impl Duration {
     }
     /// Time to serialise `bytes` at `bits_per_sec`, rounded up so a
     /// transmitter never claims a frame finished before its last bit.
+    #[inline]
     pub fn for_bytes(bytes: u64, bits_per_sec: u64) -> Self {
         if bits_per_sec == 0 {
             return Duration::MAX;

@@ -117,6 +117,7 @@ pub fn ones_sum(acc: u32, data: &[u8]) -> u32 {
 /// [`ones_sum`] of an IPv4 header: the 20-byte header without options
 /// (nearly every packet, checked at every hop) as five words the compiler
 /// adds without a loop, others through [`ones_sum`].
+#[inline]
 fn header_sum(h: &[u8]) -> u32 {
     let Ok(h) = <&[u8; IPV4_HDR]>::try_from(h) else {
         return ones_sum(0, h);
@@ -189,6 +190,7 @@ impl Ipv4Info {
 /// Validate and parse the IPv4 header of an Ethernet frame: version, IHL,
 /// total length against the frame, header checksum. Frames may carry
 /// Ethernet padding beyond `total_len`.
+#[inline]
 pub fn parse_ipv4(f: &[u8]) -> Result<Ipv4Info, Malformed> {
     if f.len() < ETH_HDR {
         return Err(Malformed::Truncated);
@@ -262,6 +264,7 @@ pub fn set_dscp(f: &mut [u8], dscp: u8) {
 
 /// Decrement the TTL by one with an incremental checksum update.
 /// Returns the new TTL; the caller must have checked TTL > 1.
+#[inline]
 pub fn decrement_ttl(f: &mut [u8]) -> u8 {
     let ip = &mut f[ETH_HDR..];
     let old = rd16(ip, 8);

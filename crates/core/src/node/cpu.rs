@@ -174,6 +174,7 @@ impl Cpu {
     /// time, [`with_control`](Self::with_control), counts: a balancer
     /// that forwards data in no time still takes its time to read a DS
     /// frame).
+    #[inline]
     pub fn serve_now(&mut self, frame: &[u8]) -> bool {
         let zero = ProcDist::Fixed(Duration::ZERO);
         let dist = match self.control {

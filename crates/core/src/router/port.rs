@@ -136,6 +136,7 @@ impl Port {
         self.nbr.learn(ip, mac);
     }
     /// The MAC of a neighbour on this port, learned or static.
+    #[inline]
     pub fn neighbor(&self, ip: Ipv4Addr) -> Option<MacAddr> {
         self.nbr.learned(ip).or(self.cfg.peer_mac)
     }
@@ -160,6 +161,7 @@ impl Port {
         self.sched_poll_at(now).map(|t| t.max(self.busy_until))
     }
     /// The scheduler's `poll_at(now)`, from the memo while it holds.
+    #[inline]
     fn sched_poll_at(&self, now: Instant) -> Option<Instant> {
         if let Some(w) = self.sched_wake.get() {
             if w.is_none_or(|w| w > now) {
