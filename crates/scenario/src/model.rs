@@ -38,6 +38,8 @@ pub struct Scenario {
     /// `[[fault]] kind = "kill"`: nodes failing during the run, in time
     /// order (simulator).
     pub kills: Vec<NodeKill>,
+    /// `[[fault]] kind = "stall"`: nodes frozen for a while (simulator).
+    pub stalls: Vec<NodeStall>,
     pub paper: Option<Paper>,
     /// What loading accepted but a user should hear about (a flow that
     /// starts after the run ends, an on/off pattern without off time...),
@@ -55,6 +57,35 @@ pub struct NodeKill {
     pub node: usize,
     pub at: Duration,
     pub restart: Option<Duration>,
+}
+
+/// Nodes stalled together (`[[fault]] kind = "stall"`): from `at`, for
+/// `len`, again every `every` (if any) while a stall would start before
+/// `until`. A stalled node does nothing — no input handling, no timers, no
+/// new transmissions — and the frames reaching it wait in its NIC (bounded)
+/// until the stall ends; nothing it holds is lost by the stall itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStall {
+    pub nodes: Vec<usize>,
+    pub at: Duration,
+    pub len: Duration,
+    pub every: Option<Duration>,
+    /// The end of the repeats (the run's duration if not given).
+    pub until: Duration,
+}
+
+impl NodeStall {
+    /// The stalls' (start, end) times, in order.
+    pub fn windows(&self) -> Vec<(Duration, Duration)> {
+        let (at, len) = (self.at.as_nanos(), self.len.as_nanos());
+        match self.every {
+            None => vec![(self.at, Duration(at + len))],
+            Some(p) => (at..self.until.as_nanos().max(at + 1))
+                .step_by(p.as_nanos().max(1) as usize)
+                .map(|t| (Duration(t), Duration(t + len)))
+                .collect(),
+        }
+    }
 }
 
 /// A scenario value accepted with a word of warning, with its place.

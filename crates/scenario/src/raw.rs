@@ -107,11 +107,21 @@ pub struct Rether {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
-    pub node: S<String>,
+    /// The node the fault happens at; `kind = "stall"` also takes `nodes`.
+    pub node: Option<S<String>>,
+    /// `kind = "stall"`: nodes stalled together (one CPU running them all).
+    pub nodes: Option<S<Vec<String>>>,
     pub at: S<String>,
     pub kind: S<String>,
     pub restart: Option<S<String>>,
     pub count: Option<S<i64>>,
+    /// `kind = "stall"`: how long each stall lasts.
+    #[serde(rename = "for")]
+    pub for_: Option<S<String>>,
+    /// `kind = "stall"`: the period of repeated stalls.
+    pub every: Option<S<String>>,
+    /// `kind = "stall"`: no repeated stall starts at or after this.
+    pub until: Option<S<String>>,
 }
 
 /// `[htb]`: the class tree of `scheduler = "htb"` ports.

@@ -887,3 +887,81 @@ fn set_values_that_are_not_toml_are_strings_verbatim() {
         assert_eq!(sc.description, v);
     }
 }
+
+/// `[[fault]] kind = "stall"`: every bad value is refused at its line.
+#[test]
+fn bad_stall_faults() {
+    let ok = "\n[[fault]]\nkind = \"stall\"\nnodes = [\"R1\", \"R2\"]\nat = \"100ms\"\nfor = \"1ms\"\nevery = \"50ms\"\nuntil = \"500ms\"\n";
+    let sc = load_str("x.toml", &format!("{BASE}{ok}"), &[]).unwrap();
+    assert_eq!(sc.stalls.len(), 1);
+    assert_eq!(sc.stalls[0].nodes, vec![0, 1]);
+    // 100, 150, ..., 450 ms: eight stalls of 1 ms.
+    let w = sc.stalls[0].windows();
+    assert_eq!(w.len(), 8);
+    assert_eq!((w[7].0.as_nanos(), w[7].1.as_nanos()), (450_000_000, 451_000_000));
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "nodes = [\"R1\", \"R2\"]",
+            "nodes = [\"R1\", \"R9\"]",
+            "nodes = ",
+            "not a node",
+        ),
+        (
+            "nodes = [\"R1\", \"R2\"]",
+            "nodes = [\"R1\", \"R1\"]",
+            "nodes = ",
+            "listed twice",
+        ),
+        ("nodes = [\"R1\", \"R2\"]", "nodes = []", "nodes = ", "empty"),
+        (
+            "nodes = [\"R1\", \"R2\"]\n",
+            "",
+            "kind = \"stall\"",
+            "names no node",
+        ),
+        ("for = \"1ms\"\n", "", "kind = \"stall\"", "no `for`"),
+        ("for = \"1ms\"", "for = \"0s\"", "for = ", "no time"),
+        ("for = \"1ms\"", "for = \"1 parsec\"", "for = ", ""),
+        (
+            "every = \"50ms\"",
+            "every = \"1ms\"",
+            "every = ",
+            "not longer than",
+        ),
+        (
+            "until = \"500ms\"",
+            "until = \"50ms\"",
+            "until = ",
+            "not after at",
+        ),
+        ("at = \"100ms\"", "at = \"2s\"", "at = ", "not within the run"),
+        ("every = \"50ms\"\n", "", "until = ", "without `every`"),
+        (
+            "every = \"50ms\"",
+            "every = \"50ms\"\nrestart = \"1s\"",
+            "restart = ",
+            "does not apply",
+        ),
+        (
+            "every = \"50ms\"\nuntil = \"500ms\"",
+            "every = \"1.1us\"\nfor = \"1us\"\nuntil = \"900ms\"",
+            "every = ",
+            "more than",
+        ),
+    ];
+    for (from, to, needle, msg) in cases {
+        let f = ok.replacen(from, to, 1);
+        // `for` given twice is a TOML error; drop the first for that case.
+        let f = if to.contains("for = \"1us\"") {
+            f.replacen("for = \"1ms\"\n", "", 1)
+        } else {
+            f
+        };
+        check(&format!("{BASE}{f}"), needle, msg);
+    }
+    // The stall-only keys on a kill, and a kill without its node.
+    let kill = "\n[[fault]]\nkind = \"kill\"\nnode = \"R1\"\nat = \"100ms\"\nfor = \"1ms\"\n";
+    check(&format!("{BASE}{kill}"), "for = ", "does not apply");
+    let kill = "\n[[fault]]\nkind = \"kill\"\nat = \"100ms\"\n";
+    check(&format!("{BASE}{kill}"), "kind = \"kill\"", "names no `node`");
+}

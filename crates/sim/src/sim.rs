@@ -9,7 +9,7 @@
 //! packet (a bounded input queue served one packet at a time), and per-node
 //! clocks with offset and drift relative to true time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -81,6 +81,33 @@ pub(crate) struct Slot {
     stale_cpu_done: Option<Instant>,
     /// What the node's earlier lives did (before restarts) and lost.
     past: Past,
+    /// Stalls (`[[fault]] kind = "stall"`) in progress: the node does
+    /// nothing while this is above 0 (overlapping stalls nest).
+    stall_depth: u32,
+    /// Frames that reached the node while it was stalled, with their
+    /// receive time already in `meta.arrival`: its NIC's receive ring,
+    /// handed to the node when the stall ends.
+    stall_ring: VecDeque<(u16, Packet)>,
+    /// A CPU completion fell inside a stall: it is taken when it ends.
+    stall_cpu_due: bool,
+    /// Stalls begun, frames held in the ring over all stalls, the most it
+    /// held at once, and frames the full ring refused (traffic ones are
+    /// the ledger's dropped).
+    stall_stats: StallStats,
+}
+
+/// The frames a NIC's receive ring holds while its node is stalled: a
+/// Linux NIC's default ring (`ethtool -g`: 256 to 4096; veth's backlog is
+/// `netdev_max_backlog`, 1000). Arrivals beyond it are dropped, counted.
+const STALL_RING: usize = 1000;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct StallStats {
+    stalls: u64,
+    held: u64,
+    held_max: u64,
+    ring_drops: u64,
+    ring_traffic_drops: u64,
 }
 
 /// A killed node's accounts: what its earlier lives counted (so a reboot
@@ -113,6 +140,10 @@ impl Slot {
             down: false,
             stale_cpu_done: None,
             past: Past::default(),
+            stall_depth: 0,
+            stall_ring: VecDeque::new(),
+            stall_cpu_due: false,
+            stall_stats: StallStats::default(),
         }
     }
     /// Attach traffic sources scheduled on `clock`.
@@ -203,6 +234,10 @@ pub struct Sim {
     next_kill: usize,
     /// What each kill and restart did, for results (`extra.kills`).
     kill_log: Vec<serde_json::Value>,
+    /// `[[fault]] kind = "stall"` as a schedule: (time, node, end?), in
+    /// time order (at one instant ends before begins), and the next one due.
+    stall_sched: Vec<(Instant, usize, bool)>,
+    next_stall: usize,
 }
 
 type Capture = pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>;
@@ -291,6 +326,18 @@ impl Sim {
         // A restart at the same time as a kill of the same node (allowed
         // at load) comes first: the node boots and dies.
         kills.sort_by_key(|&(t, n, up)| (t, !up, n));
+        let mut stall_sched: Vec<(Instant, usize, bool)> = Vec::new();
+        for st in &sc.stalls {
+            for (b, e) in st.windows() {
+                for &n in &st.nodes {
+                    stall_sched.push((Instant(b.as_nanos()), n, false));
+                    stall_sched.push((Instant(e.as_nanos()), n, true));
+                }
+            }
+        }
+        // A stall that ends as the next begins lets the node run between
+        // them (it takes what its ring held) before it freezes again.
+        stall_sched.sort_by_key(|&(t, n, end)| (t, !end, n));
         Sim {
             sc,
             net,
@@ -316,6 +363,8 @@ impl Sim {
             kills,
             next_kill: 0,
             kill_log: Vec::new(),
+            stall_sched,
+            next_stall: 0,
         }
     }
 
@@ -416,10 +465,12 @@ impl Sim {
         let mut next_report = 1.0;
         loop {
             let kill_at = self.kills.get(self.next_kill).map(|k| k.0);
-            let Some(t) = (match (self.q.peek_time(), kill_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }) else {
+            let stall_at = self.stall_sched.get(self.next_stall).map(|k| k.0);
+            let Some(t) = [self.q.peek_time(), kill_at, stall_at]
+                .into_iter()
+                .flatten()
+                .min()
+            else {
                 break;
             };
             if self.snap_start.is_none() && t >= warmup {
@@ -445,6 +496,19 @@ impl Sim {
                     self.restart(node);
                 } else {
                     self.kill(node);
+                }
+                continue;
+            }
+            if stall_at == Some(t) {
+                // Like kills, stalls begin and end before the events of
+                // their instant.
+                let (at, node, end) = self.stall_sched[self.next_stall];
+                self.next_stall += 1;
+                self.now = at;
+                if end {
+                    self.stall_end(node);
+                } else {
+                    self.stall_begin(node);
                 }
                 continue;
             }
@@ -483,7 +547,7 @@ impl Sim {
 
     fn dispatch(&mut self, ev: Ev) {
         match ev {
-            Ev::Arrive { node, port, pkt } => self.arrive(node as usize, port, pkt, true),
+            Ev::Arrive { node, port, pkt } => self.arrive(node as usize, port, pkt, true, false),
             Ev::Wake { node } => {
                 let i = node as usize;
                 if self.slots[i].wake_at == Some(self.now) {
@@ -497,6 +561,10 @@ impl Sim {
                     // The dead CPU's completion; a restarted node's own
                     // was scheduled after it.
                     slot.stale_cpu_done = None;
+                } else if slot.stall_depth > 0 {
+                    // The CPU is the node's: it finishes nothing while
+                    // stalled.
+                    slot.stall_cpu_due = true;
                 } else if !slot.down {
                     self.cpu_done(node as usize);
                 }
@@ -525,7 +593,7 @@ impl Sim {
                     let Some(&(node, port)) = self.media[m].stations.get(station) else {
                         continue;
                     };
-                    self.arrive(node as usize, port, pkt, false);
+                    self.arrive(node as usize, port, pkt, false, false);
                 }
                 SegOutput::TxDone { station, status, .. } => {
                     let med = &mut self.media[m];
@@ -563,7 +631,8 @@ impl Sim {
             slot.node.handle_frame(local, port, frame, meta);
         }
         if let Some(t) = slot.cpu.as_ref().and_then(|c| c.poll_timeout()) {
-            self.q.push(t, Ev::CpuDone { node: i as u32 });
+            // After a stall the next completion may be due already.
+            self.q.push(t.max(now), Ev::CpuDone { node: i as u32 });
         }
         self.service(i);
     }
@@ -588,7 +657,9 @@ impl Sim {
     /// CPU is idle and takes no time for it). `alone`: this is all the
     /// current event does, so a CPU completion drawn as zero may run at
     /// once when nothing else is due now (see [`Sim::next_is_now`]).
-    fn arrive(&mut self, i: usize, port: u16, mut pkt: Packet, alone: bool) {
+    /// `stamped`: the frame waited in the ring of a stalled node and
+    /// carries its receive time already.
+    fn arrive(&mut self, i: usize, port: u16, mut pkt: Packet, alone: bool, stamped: bool) {
         let now = self.now;
         let slot = &mut self.slots[i];
         if slot.down {
@@ -599,8 +670,24 @@ impl Sim {
         }
         let local = slot.clock.local(now);
         // The NIC's receive time: nodes decode time-dependent fields (TDP
-        // stamps) against it, however long the frame then waits for the CPU.
-        pkt.meta.arrival = local;
+        // stamps) against it, however long the frame then waits for the
+        // CPU or for a stall to end (the kernel stamps a frame as it
+        // arrives, whatever the thread that reads it is doing).
+        if !stamped {
+            pkt.meta.arrival = local;
+        }
+        if slot.stall_depth > 0 {
+            let st = &mut slot.stall_stats;
+            if slot.stall_ring.len() >= STALL_RING {
+                st.ring_drops += 1;
+                st.ring_traffic_drops += (pkt.meta.uid != 0) as u64;
+            } else {
+                slot.stall_ring.push_back((port, pkt));
+                st.held += 1;
+                st.held_max = st.held_max.max(slot.stall_ring.len() as u64);
+            }
+            return;
+        }
         if slot.cpu.as_mut().is_some_and(|c| c.serve_now(&pkt.data)) {
             // An idle zero-time CPU stage: the frame's processing ends
             // as it arrives, so the node gets it in this event rather
@@ -755,7 +842,7 @@ impl Sim {
         let Some(slot) = slots.get_mut(i) else {
             return;
         };
-        if slot.down {
+        if slot.down || slot.stall_depth > 0 {
             return;
         }
         let local = slot.clock.local(now);
@@ -833,6 +920,39 @@ impl Sim {
         }
     }
 
+    /// Node `i` stalls (`[[fault]] kind = "stall"`): until its stall ends
+    /// it handles no input, runs no timer and starts no transmission (a
+    /// frame already on the wire finishes: its arrival is queued); what
+    /// reaches it waits in its NIC's ring ([`STALL_RING`] frames).
+    fn stall_begin(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        slot.stall_depth += 1;
+        if slot.stall_depth == 1 {
+            slot.stall_stats.stalls += 1;
+        }
+    }
+
+    /// Node `i`'s stall ends: it takes the frames its ring held, in order
+    /// and with their receive times, and the CPU completion that fell in
+    /// the stall, then runs its timers and transmitters as after any
+    /// event.
+    fn stall_end(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        slot.stall_depth = slot.stall_depth.saturating_sub(1);
+        if slot.stall_depth > 0 {
+            return;
+        }
+        let ring = std::mem::take(&mut slot.stall_ring);
+        let cpu_due = std::mem::take(&mut slot.stall_cpu_due);
+        if cpu_due && !slot.down {
+            self.cpu_done(i);
+        }
+        for (port, pkt) in ring {
+            self.arrive(i, port, pkt, false, true);
+        }
+        self.service(i);
+    }
+
     /// Node `i` fails (`[[fault]] kind = "kill"`): from now on it receives,
     /// sends and times out nothing. The traffic it holds — its queues and
     /// its CPU's input queue — is lost, and counted so (the ledger's
@@ -844,8 +964,12 @@ impl Sim {
         if slot.down {
             return;
         }
-        let held = slot.node.ledger().held + slot.cpu.as_ref().map_or(0, |c| c.traffic_len() as u64);
+        let ring = std::mem::take(&mut slot.stall_ring);
+        let held = slot.node.ledger().held
+            + slot.cpu.as_ref().map_or(0, |c| c.traffic_len() as u64)
+            + ring.iter().filter(|(_, p)| p.meta.uid != 0).count() as u64;
         slot.down = true;
+        slot.stall_cpu_due = false;
         slot.wake_at = None;
         slot.stale_cpu_done = slot.cpu.as_ref().and_then(|c| c.poll_timeout());
         slot.past.lost_held += held;
@@ -917,6 +1041,7 @@ impl Sim {
         for s in self.slots.iter().filter(|s| !s.down) {
             n += s.cpu.as_ref().map_or(0, |c| c.traffic_len());
             n += s.node.ledger().held as usize;
+            n += s.stall_ring.iter().filter(|(_, p)| p.meta.uid != 0).count();
         }
         for m in &self.media {
             n += m.seg.in_flight();
@@ -948,6 +1073,7 @@ impl Sim {
                     + s.past.dropped
                     + s.past.lost_held
                     + s.past.lost_arriving
+                    + s.stall_stats.ring_traffic_drops
             })
             .sum::<u64>()
             + self
@@ -1032,6 +1158,13 @@ impl Sim {
                 counters.insert("lost_held_at_kill".into(), p.lost_held);
                 counters.insert("lost_arriving_while_down".into(), p.lost_arriving);
                 counters.insert("down_at_end".into(), slot.down as u64);
+            }
+            if slot.stall_stats.stalls > 0 {
+                let st = &slot.stall_stats;
+                counters.insert("stalls".into(), st.stalls);
+                counters.insert("stall_ring_held".into(), st.held);
+                counters.insert("stall_ring_held_max".into(), st.held_max);
+                counters.insert("stall_ring_drops".into(), st.ring_drops);
             }
             nodes.push(NodeResult {
                 name: name.clone(),

@@ -117,22 +117,31 @@ fn tdp_tolerates_small_clock_offsets() {
 #[test]
 fn too_small_forwarding_delay_is_visible() {
     // With 300 us of propagation, d = 1 leaves no time for a packet to
-    // reach the next router before its forwarding TF: TDP drops the late
-    // packets and counts them (rule (i) of §II-B violated).
-    let r = run(
-        "tdp-1002",
-        &[
-            "defaults.router.tdp_delay=1",
-            "defaults.link.delay=300us",
-            "scenario.duration=300ms",
-        ],
-    );
+    // reach the next router before its forwarding TF (rule (i) of §II-B
+    // violated): within `late_limit` the late packets are sent late and
+    // counted (`late_enq`); with no late packet allowed they are dropped
+    // and counted as `tf_late`.
+    let sets = [
+        "defaults.router.tdp_delay=1",
+        "defaults.link.delay=300us",
+        "scenario.duration=300ms",
+    ];
+    let r = run("tdp-1002", &sets);
+    let late_enq: u64 = r
+        .links
+        .iter()
+        .map(|l| l.counters.get("late_enq").copied().unwrap_or(0))
+        .sum();
+    assert!(late_enq > 0, "expected late_enq with d = 1");
+    let mut strict = sets.to_vec();
+    strict.push("tdp.late_limit=0");
+    let r = run("tdp-1002", &strict);
     let late: u64 = r
         .links
         .iter()
         .map(|l| l.drops_by_reason.get("tf_late").copied().unwrap_or(0))
         .sum();
-    assert!(late > 0, "expected tf_late drops with d = 1");
+    assert!(late > 0, "expected tf_late drops with d = 1 and late_limit = 0");
 }
 
 #[test]

@@ -88,6 +88,11 @@ pub struct TdpStats {
     /// TDP packets still queued when their TF ended; each was sent later,
     /// ahead of the next TF's packets, never dropped.
     pub overrun: u64,
+    /// TDP packets that reached the wheel after their forwarding TF had
+    /// ended (a stalled router reads them late) but within the late limit:
+    /// queued with the overrun, in TF order, and sent late with their own
+    /// TF's stamp, as a packet that was queued in time and could not leave.
+    pub late_enq: u64,
     /// Best-effort frames carrying a TDP codepoint that were re-marked to 0
     /// on a TDP link, so the peer does not read them as stamps.
     pub be_remarked: u64,
@@ -414,7 +419,9 @@ impl TdpWheel {
         // the next node still forwards it in its reserved TF `tf + d`
         // instead of pushing it into the next, already full, one. Late
         // packets leave in TF order ahead of the current TF's, so the stamps
-        // the peer's alternating-bit decoder sees still never go back.
+        // the peer's alternating-bit decoder sees go back only when a
+        // stalled router reads a late packet after this port stamped a later
+        // TF (`late_enq`; docs/paper-tdp.md, *Stalls in the simulator*).
         let tf = p.meta.tdp_tf.map_or(t, |f| f.min(t));
         if wire::ethertype(&p.data) == Some(wire::ETHERTYPE_IPV4) {
             let tos = match self.stamping {
@@ -543,7 +550,19 @@ impl Scheduler for TdpWheel {
             };
         };
         let t = self.roll(now);
-        let reason = if tf_out < t {
+        let reason = if tf_out < t && !self.stale(tf_out, t) {
+            // Late but not stale: the same as a packet its port could not
+            // send in its TF (the router, not the port, was stalled).
+            let at = self
+                .overrun
+                .partition_point(|q| q.meta.tdp_tf.is_some_and(|f| f <= tf_out));
+            self.tdp.late_enq += 1;
+            self.held_pkts += 1;
+            self.held_bytes += len;
+            self.stats.on_enqueue(len);
+            self.overrun.insert(at, pkt);
+            return Ok(());
+        } else if tf_out < t {
             DropReason::TfLate
         } else if tf_out - t >= self.n_buf as u64 {
             DropReason::TfTooEarly
@@ -714,6 +733,7 @@ impl Scheduler for TdpWheel {
             ("padding_sent", t.padding_sent),
             ("padding_bridges", t.padding_bridges),
             ("overrun", t.overrun),
+            ("late_enq", t.late_enq),
             ("be_remarked", t.be_remarked),
             ("max_tf_bytes", t.max_tf_bytes),
         ]
@@ -1029,7 +1049,8 @@ mod tests {
 
     #[test]
     fn drops_are_counted_by_reason() {
-        let mut w = wheel(3, None); // 4 queues: TFs 5..=8 seen from TF 5
+        // 4 queues: TFs 5..=8 seen from TF 5; no late packet is kept.
+        let mut w = wheel(3, None).with_late_limit(Some(0));
         let now = tf(5) + Duration(50_000);
         let reason = |r: Result<(), Dropped>| r.err().map(|d| d.reason);
         assert_eq!(
@@ -1113,6 +1134,24 @@ mod tests {
                 "{policy:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_late_packet_within_the_limit_is_sent_late_in_tf_order() {
+        let mut w = wheel(3, None).with_late_limit(Some(2));
+        let now = tf(5) + Duration(50_000);
+        // TF 3 is 2 TFs back: kept, ahead of the current TF's packet;
+        // TF 2 is 3 back: refused as late.
+        assert!(w.enqueue(pkt(1, 100, Some(5)), now).is_ok());
+        assert!(w.enqueue(pkt(2, 100, Some(4)), now).is_ok());
+        assert!(w.enqueue(pkt(3, 100, Some(3)), now).is_ok());
+        let late = w.enqueue(pkt(4, 100, Some(2)), now).err().map(|d| d.reason);
+        assert_eq!(late, Some(DropReason::TfLate));
+        assert_eq!(w.tdp_stats().late_enq, 2);
+        let order: Vec<(u64, Option<u64>)> = (0..3)
+            .map(|_| w.dequeue(now).map(|p| (p.meta.uid, p.meta.tdp_tf)).unwrap())
+            .collect();
+        assert_eq!(order, vec![(3, Some(3)), (2, Some(4)), (1, Some(5))]);
     }
 
     #[test]

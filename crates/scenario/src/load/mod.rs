@@ -781,6 +781,7 @@ fn build(
     let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed)?;
     let paper = paper::paper(cx, f.paper.as_ref())?;
     let kills = faults::kills(cx, f, &names, &nodes, h.duration)?;
+    let stalls = faults::stalls(cx, f, &names, &nodes, h.duration)?;
     let sc = Scenario {
         name: h.name,
         description: h.description,
@@ -801,6 +802,7 @@ fn build(
         stsdr,
         rether,
         kills,
+        stalls,
         paper,
         warnings: Vec::new(),
     };

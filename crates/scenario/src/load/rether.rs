@@ -171,10 +171,10 @@ fn faults(
     let listed = f.rether.as_ref().and_then(|r| r.get_ref().fault.as_ref());
     for fl in f.faults.iter().chain(listed.into_iter().flatten()) {
         let fl = fl.get_ref();
-        if fl.kind.get_ref() == super::faults::KILL {
+        if super::faults::ENGINE_KINDS.contains(&fl.kind.get_ref().as_str()) {
             continue;
         }
-        let n = names.lookup(cx, &fl.node, "fault node")?;
+        let n = names.lookup(cx, super::faults::one_node(cx, fl)?, "fault node")?;
         let known = [
             "crash",
             "crash-holding",
