@@ -51,6 +51,20 @@ pub(super) fn one_node<'a>(cx: &Ctx, fl: &'a raw::Fault) -> Result<&'a toml::Spa
     })
 }
 
+/// A fault's `at`: a duration before the end of the run (`within` is the
+/// hint of both errors).
+fn start_at(cx: &Ctx, fl: &raw::Fault, duration: Duration, within: &str) -> Result<Duration, ScenarioError> {
+    let at = cx.dur_max(&fl.at, super::limits::MAX_RUN, "at", within)?;
+    if at >= duration {
+        return Err(cx.err(
+            fl.at.span(),
+            format!("at = {} is not within the run ({duration})", fl.at.get_ref()),
+            within,
+        ));
+    }
+    Ok(at)
+}
+
 /// Every `kind = "stall"` fault of `[[fault]]`, validated: the nodes it
 /// freezes, when, for how long and how often.
 pub(super) fn stalls(
@@ -124,14 +138,7 @@ pub(super) fn stalls(
                 ));
             }
         }
-        let at = cx.dur_max(&fl.at, super::limits::MAX_RUN, "at", within)?;
-        if at >= duration {
-            return Err(cx.err(
-                fl.at.span(),
-                format!("at = {} is not within the run ({duration})", fl.at.get_ref()),
-                within,
-            ));
-        }
+        let at = start_at(cx, fl, duration, within)?;
         let Some(for_) = &fl.for_ else {
             return Err(cx.err(
                 fl.kind.span(),
@@ -245,14 +252,7 @@ pub(super) fn kills(
                 "count goes with the RETHER token faults",
             ));
         }
-        let at = cx.dur_max(&fl.at, super::limits::MAX_RUN, "at", within)?;
-        if at >= duration {
-            return Err(cx.err(
-                fl.at.span(),
-                format!("at = {} is not within the run ({duration})", fl.at.get_ref()),
-                within,
-            ));
-        }
+        let at = start_at(cx, fl, duration, within)?;
         let restart = match &fl.restart {
             None => None,
             Some(r) => {
