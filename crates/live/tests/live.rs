@@ -398,6 +398,15 @@ size = 1000
 rate = "1000pps"
 "#;
 
+/// The worst send lateness of a run's kernel generators (any flow);
+/// `u64::MAX` when the run reports none.
+fn generators_late_max(r: &qosnet_scenario::results::Results) -> u64 {
+    r.extra["generator_lateness"]
+        .as_object()
+        .map(|m| m.values().filter_map(|v| v["max_ns"].as_u64()).max().unwrap_or(0))
+        .unwrap_or(u64::MAX)
+}
+
 /// Nanoseconds this process's threads have waited runnable for a CPU
 /// (/proc/self/task/*/schedstat), plus the time the VM's CPUs were stolen
 /// by its host (/proc/stat, all CPUs): what a timing assertion cannot
@@ -787,10 +796,7 @@ fn tdp_testbed_live_fifo_and_tdp() {
     // behind that they caught up in bursts larger than the queues: a run
     // beside two builds lost 203 of 2 608 with the router at most 8.4 ms
     // late but FIFO delays of 0.78 s.
-    let fifo_senders = fifo.extra["generator_lateness"]
-        .as_object()
-        .map(|m| m.values().filter_map(|v| v["max_ns"].as_u64()).max().unwrap_or(0))
-        .unwrap_or(u64::MAX);
+    let fifo_senders = generators_late_max(fifo);
     let fifo_worst = fifo_worst.max(fifo_senders);
     for (f, t) in fifo.flows.iter().zip(&tdp.flows) {
         // 16+ hops of 83.2 µs wire time each: the packets really went
@@ -863,10 +869,7 @@ fn tdp_testbed_live_fifo_and_tdp() {
     // packet sent a TF late has lost its slot (a CI run lost 26 of 3 120
     // with the router at most 243 us late and the machine's spin gaps at
     // 82 us: the generators were the late ones).
-    let senders = tdp.extra["generator_lateness"]
-        .as_object()
-        .map(|m| m.values().filter_map(|v| v["max_ns"].as_u64()).max().unwrap_or(0))
-        .unwrap_or(u64::MAX);
+    let senders = generators_late_max(tdp);
     if worst >= 250_000 || stall >= 250_000 || senders >= 250_000 {
         use std::io::Write as _;
         let _ = writeln!(

@@ -348,7 +348,7 @@ impl TdpWheel {
     /// What `peek` shows for reserved frame `p` next in TF `t`: a bridge
     /// goes before it if one is due.
     fn bridged<'a>(&'a self, p: &'a Packet, t: u64) -> Option<&'a Packet> {
-        match self.bridge_for(p.meta.tdp_tf.map_or(t, |f| f.min(t)), t) {
+        match self.bridge_for(stamp_tf(p, t), t) {
             Some(_) => self.padding_preview.as_ref(),
             None => Some(p),
         }
@@ -364,7 +364,7 @@ impl TdpWheel {
     /// overrun queue is in TF order, so they are at its front.
     fn shed_stale(&mut self, t: u64) {
         while let Some(p) = self.overrun.pop_front() {
-            if !self.stale(p.meta.tdp_tf.unwrap_or(t), t) {
+            if !self.stale(stamp_tf(&p, t), t) {
                 self.overrun.push_front(p);
                 return;
             }
@@ -422,7 +422,7 @@ impl TdpWheel {
         // the peer's alternating-bit decoder sees go back only when a
         // stalled router reads a late packet after this port stamped a later
         // TF (`late_enq`; docs/paper-tdp.md, *Stalls in the simulator*).
-        let tf = p.meta.tdp_tf.map_or(t, |f| f.min(t));
+        let tf = stamp_tf(&p, t);
         if wire::ethertype(&p.data) == Some(wire::ETHERTYPE_IPV4) {
             let tos = match self.stamping {
                 StampMode::Tdp => self.ctr.stamp(tf),
@@ -497,6 +497,12 @@ impl TdpWheel {
         self.padding
             .filter(|_| due && self.padding_policy == policy && self.be_fits(PADDING_LEN, now, t))
     }
+}
+
+/// The TF a reserved packet's stamp names when it leaves in TF `t`: its
+/// forwarding TF (earlier than `t` if it is late).
+fn stamp_tf(p: &Packet, t: u64) -> u64 {
+    p.meta.tdp_tf.map_or(t, |f| f.min(t))
 }
 
 /// The padding frame for TF `t`: stamped with `t`, IP ident `ident`.
@@ -600,7 +606,7 @@ impl Scheduler for TdpWheel {
         // went by unstamped. Padding bridges for itself (same frame, an
         // earlier TF named).
         let next_tdp = match self.overrun.front() {
-            Some(p) => Some(p.meta.tdp_tf.map_or(t, |f| f.min(t))),
+            Some(p) => Some(stamp_tf(p, t)),
             None => self.queues[self.buf_curr].front().map(|_| t),
         };
         if let (Some(tf), Some(spec)) = (next_tdp, self.padding) {
@@ -640,11 +646,7 @@ impl Scheduler for TdpWheel {
     fn peek(&self, now: Instant) -> Option<&Packet> {
         let t = self.ctr.tf_at(now).max(self.tf_curr.unwrap_or(0));
         // Stale packets are dropped, not sent: skip them.
-        if let Some(p) = self
-            .overrun
-            .iter()
-            .find(|p| !self.stale(p.meta.tdp_tf.unwrap_or(t), t))
-        {
+        if let Some(p) = self.overrun.iter().find(|p| !self.stale(stamp_tf(p, t), t)) {
             return self.bridged(p, t);
         }
         if let Some(cur) = self.tf_curr {
