@@ -463,15 +463,15 @@ impl Sim {
         let end = Instant(self.sc.duration.as_nanos());
         let hard_end = end + self.sc.drain;
         let mut next_report = 1.0;
+        // The next kill, restart or stall boundary, if any: kept here and
+        // recomputed only when one is taken, so an ordinary event pays one
+        // comparison for faults.
+        let mut fault_at = self.next_fault_at();
         loop {
-            let kill_at = self.kills.get(self.next_kill).map(|k| k.0);
-            let stall_at = self.stall_sched.get(self.next_stall).map(|k| k.0);
-            let Some(t) = [self.q.peek_time(), kill_at, stall_at]
-                .into_iter()
-                .flatten()
-                .min()
-            else {
-                break;
+            let t = match (self.q.peek_time(), fault_at) {
+                (Some(q), Some(f)) => q.min(f),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => break,
             };
             if self.snap_start.is_none() && t >= warmup {
                 self.snap_start = Some(self.port_counters());
@@ -486,30 +486,31 @@ impl Sim {
                 self.interrupted = true;
                 break;
             }
-            if kill_at == Some(t) {
-                // Node failures and restarts come before the events of
-                // their instant: a node killed at t sees nothing at t.
-                let (at, node, up) = self.kills[self.next_kill];
-                self.next_kill += 1;
-                self.now = at;
-                if up {
-                    self.restart(node);
+            if fault_at == Some(t) {
+                if self.kills.get(self.next_kill).map(|k| k.0) == Some(t) {
+                    // Node failures and restarts come before the events of
+                    // their instant: a node killed at t sees nothing at t.
+                    let (at, node, up) = self.kills[self.next_kill];
+                    self.next_kill += 1;
+                    self.now = at;
+                    if up {
+                        self.restart(node);
+                    } else {
+                        self.kill(node);
+                    }
                 } else {
-                    self.kill(node);
+                    // Like kills, stalls begin and end before the events of
+                    // their instant (after kills at the same instant).
+                    let (at, node, end) = self.stall_sched[self.next_stall];
+                    self.next_stall += 1;
+                    self.now = at;
+                    if end {
+                        self.stall_end(node);
+                    } else {
+                        self.stall_begin(node);
+                    }
                 }
-                continue;
-            }
-            if stall_at == Some(t) {
-                // Like kills, stalls begin and end before the events of
-                // their instant.
-                let (at, node, end) = self.stall_sched[self.next_stall];
-                self.next_stall += 1;
-                self.now = at;
-                if end {
-                    self.stall_end(node);
-                } else {
-                    self.stall_begin(node);
-                }
+                fault_at = self.next_fault_at();
                 continue;
             }
             let Some((t, ev)) = self.q.pop() else { break };
@@ -543,6 +544,16 @@ impl Sim {
         // Close captures (flushes their buffers).
         self.pcap.clear();
         self.results(wall.elapsed().as_secs_f64())
+    }
+
+    /// When the next kill, restart or stall boundary is due, if any.
+    fn next_fault_at(&self) -> Option<Instant> {
+        let kill = self.kills.get(self.next_kill).map(|k| k.0);
+        let stall = self.stall_sched.get(self.next_stall).map(|k| k.0);
+        match (kill, stall) {
+            (Some(k), Some(s)) => Some(k.min(s)),
+            (k, s) => k.or(s),
+        }
     }
 
     fn dispatch(&mut self, ev: Ev) {

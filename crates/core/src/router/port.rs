@@ -195,6 +195,7 @@ impl Port {
     /// wire time from its start (`now`, or earlier with `catch_up`, see
     /// [`super::Router::set_transmit_catch_up`]); a half-duplex port waits
     /// for the NIC's `handle_tx_done`.
+    #[inline]
     pub(super) fn transmit(
         &mut self,
         now: Instant,
