@@ -29,6 +29,7 @@ pub struct FlowKey {
 impl FlowKey {
     /// A well-mixed 32-bit id of the 5-tuple (FNV-1a), stable across runs,
     /// for per-flow queueing.
+    #[inline]
     pub fn hash32(&self) -> u32 {
         let mut h: u32 = 0x811c_9dc5;
         let mut eat = |b: &[u8]| {

@@ -118,6 +118,7 @@ impl Future {
         }
         self.big.push(Reverse(e));
     }
+    #[inline]
     fn pop(&mut self) -> Option<Entry> {
         if self.big.is_empty() {
             let e = *self.small.get(self.head)?;
@@ -137,6 +138,7 @@ impl Future {
         }
         e
     }
+    #[inline]
     fn peek_key(&self) -> Option<u128> {
         match self.big.peek() {
             Some(Reverse(e)) => Some(e.key),
@@ -220,6 +222,7 @@ impl EventQueue {
             (None, _) => false,
         }
     }
+    #[inline]
     pub fn pop(&mut self) -> Option<(Instant, Ev)> {
         let (at, ev) = if self.heap_first() {
             let e = self.heap.pop()?;

@@ -47,6 +47,7 @@ impl Neighbors {
         self.table.insert(ip, mac);
     }
     /// The MAC learned (or configured) for `ip`, not a port's static peer.
+    #[inline]
     pub fn learned(&self, ip: Ipv4Addr) -> Option<MacAddr> {
         self.table.get(&ip).copied()
     }
