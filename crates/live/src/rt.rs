@@ -342,43 +342,31 @@ pub fn apply(who: &str, cpu: Option<usize>, prio: Option<i32>) -> (Vec<String>, 
 /// an interrupt storm or the fair server would. The router thread gets
 /// nothing meanwhile, so a run shows what a stall of that size does to
 /// the schedule (TDP's late limit and stamps, FIFO's queues) on demand
-/// instead of by chance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StallSpec {
-    pub len: Duration,
-    pub every: Duration,
-}
+/// instead of by chance. The spec and its parser live in the scenario
+/// crate, which `qosnet sim --stall` turns into the same stalls of the
+/// simulated routers.
+pub use qosnet_scenario::stall::StallSpec;
 
 /// Priority of the stall thread: above the router's and the tester's.
 pub const STALL_PRIO: i32 = 99;
 
-impl StallSpec {
-    /// Parse `LEN/EVERY`, e.g. `300us/200ms`: each stall at most 1 s and
-    /// shorter than its period, so the router thread runs in between.
-    pub fn parse(s: &str) -> Result<StallSpec, String> {
-        let (l, e) = s
-            .split_once('/')
-            .ok_or_else(|| format!("--stall {s}: expected LEN/EVERY, e.g. 300us/200ms"))?;
-        let dur = |x: &str, what: &str| {
-            qosnet_scenario::units::parse_duration(x.trim()).map_err(|e| format!("--stall {s}: {what}: {e}"))
-        };
-        let (len, every) = (dur(l, "stall length")?, dur(e, "period")?);
-        if len == Duration::ZERO || len > Duration::from_secs(1) {
-            return Err(format!("--stall {s}: a stall lasts more than 0 and at most 1s"));
-        }
-        if every <= len {
-            return Err(format!(
-                "--stall {s}: the period must be longer than the stall, or the router never runs"
-            ));
-        }
-        Ok(StallSpec { len, every })
-    }
-
+/// Runs a [`StallSpec`] on a live machine.
+pub trait StallRun {
     /// Stall `cpu` every `every` from `from` to `until` (or until `stop`),
     /// on the calling thread (which it pins and makes SCHED_FIFO 99).
     /// Returns the figures for the run's results: stalls made, their
     /// length, and the lateness of their starts.
-    pub fn run(
+    fn run(
+        &self,
+        cpu: usize,
+        from: Instant,
+        until: Instant,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> serde_json::Value;
+}
+
+impl StallRun for StallSpec {
+    fn run(
         &self,
         cpu: usize,
         from: Instant,
@@ -422,26 +410,6 @@ impl StallSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stall_specs_parse_or_say_why_not() {
-        let s = StallSpec::parse("300us/200ms").unwrap();
-        assert_eq!(
-            (s.len, s.every),
-            (Duration::from_micros(300), Duration::from_millis(200))
-        );
-        for (bad, why) in [
-            ("300us", "expected LEN/EVERY"),
-            ("0/1s", "more than 0"),
-            ("2s/10s", "at most 1s"),
-            ("5ms/5ms", "longer than the stall"),
-            ("5ms/1x", "period"),
-            ("5/1s", "stall length"),
-        ] {
-            let e = StallSpec::parse(bad).unwrap_err();
-            assert!(e.contains(why) && e.starts_with("--stall"), "{bad}: {e}");
-        }
-    }
 
     #[test]
     fn placement_uses_two_distinct_allowed_cpus_or_says_why_not() {
