@@ -370,3 +370,61 @@ fn placement_mistakes_name_file_and_line() {
     let e = run("m3");
     assert!(e.contains("no machine \"m3\" (machines: m1, m2)"), "{e}");
 }
+
+/// `--stall LEN/EVERY`, the simulator's side of `lab run --stall`: the
+/// routers stall together from the start of traffic, the hosts never; a
+/// bad value is exit 2 with the flag named.
+#[test]
+fn sim_stall_flag_stalls_the_routers_or_says_why_not() {
+    let sc = "scenarios/tdp-icc2006/tdp-482.toml";
+    let out = qosnet()
+        .args(["sim", sc, "--duration", "2s", "--stall", "1ms/500ms", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let r: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let mut routers = 0;
+    for n in r["nodes"].as_array().unwrap() {
+        let name = n["name"].as_str().unwrap();
+        let stalls = n["counters"]["stalls"].as_u64().unwrap_or(0);
+        // tdp-482: routers R1..R4, hosts t*.
+        if name.starts_with('R') {
+            routers += 1;
+            // Starts at 0.5, 1.0 and 1.5 s; one at 2 s would end after the run.
+            assert_eq!(stalls, 3, "{name}: {n}");
+        } else {
+            assert_eq!(stalls, 0, "host {name} stalled: {n}");
+        }
+    }
+    assert_eq!(routers, 4);
+    let s = &r["extra"]["stalls"];
+    assert_eq!(s["count"], 3, "{s}");
+    assert_eq!(s["len_ns"], 1_000_000, "{s}");
+    assert_eq!(s["nodes"].as_array().unwrap().len(), 4, "{s}");
+    // The text report says so on its own line.
+    let out = qosnet()
+        .args(["sim", sc, "--duration", "2s", "--stall", "1ms/500ms"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("injected stalls: 3 of 1.000 ms every 500.000 ms on R1, R2, R3, R4"),
+        "{text}"
+    );
+    for bad in ["1ms", "0s/1s", "2s/1s", "1ms/1ms"] {
+        let a = qosnet()
+            .args(["sim", sc, "--duration", "2s", "--stall", bad])
+            .assert()
+            .code(2);
+        let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+        assert!(
+            err.contains(&format!("--stall {bad}:")) && err.contains("e.g."),
+            "{bad}: {err}"
+        );
+    }
+}

@@ -210,6 +210,39 @@ pub fn write_outputs_with_paper(
     Ok(())
 }
 
+/// The injected stalls of a run (`--stall LEN/EVERY`), if any: live, how
+/// many the stall thread made on the router thread's CPU and how late they
+/// started; simulated, how many stalls the routers took together.
+pub fn stalls_line(r: &Results) -> Option<String> {
+    let t = r.extra.get("stalls")?;
+    let f = |k: &str| t.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let mut s = format!(
+        "injected stalls: {} of {} every {}",
+        f("count") as u64,
+        fmt_ns(f("len_ns")),
+        fmt_ns(f("every_ns")),
+    );
+    if let Some(nodes) = t.get("nodes").and_then(|v| v.as_array()) {
+        let n: Vec<&str> = nodes.iter().filter_map(|x| x.as_str()).collect();
+        s += &format!(" on {} together (simulated)", n.join(", "));
+    } else {
+        s += &format!(
+            " on CPU {} (start late by at most {})",
+            f("cpu") as u64,
+            fmt_ns(f("start_late_max_ns"))
+        );
+    }
+    if let Some(n) = t
+        .get("notes")
+        .and_then(|v| v.as_array())
+        .filter(|n| !n.is_empty())
+    {
+        let n: Vec<&str> = n.iter().filter_map(|x| x.as_str()).collect();
+        s += &format!(" ({})", n.join("; "));
+    }
+    Some(s)
+}
+
 /// The live lateness lines printed beside a lab's results: the router
 /// thread's timer lateness and, when measured, the machine's timer noise.
 pub fn lateness_line(r: &Results) -> String {
@@ -239,24 +272,9 @@ pub fn lateness_line(r: &Results) -> String {
             f("count") as u64
         );
     }
-    if let Some(t) = r.extra.get("stalls") {
-        let f = |k: &str| t.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
-        s += &format!(
-            "\ninjected stalls: {} of {} every {} on CPU {} (start late by at most {})",
-            f("count") as u64,
-            fmt_ns(f("len_ns")),
-            fmt_ns(f("every_ns")),
-            f("cpu") as u64,
-            fmt_ns(f("start_late_max_ns"))
-        );
-        if let Some(n) = t
-            .get("notes")
-            .and_then(|v| v.as_array())
-            .filter(|n| !n.is_empty())
-        {
-            let n: Vec<&str> = n.iter().filter_map(|x| x.as_str()).collect();
-            s += &format!(" ({})", n.join("; "));
-        }
+    if let Some(l) = stalls_line(r) {
+        s += "\n";
+        s += &l;
     }
     if let Some(c) = r.extra.get("router_thread_cpu_s").and_then(|v| v.as_f64()) {
         s += &format!(
@@ -431,5 +449,32 @@ mod tests {
         std::fs::write(t.path().join("f"), "").unwrap();
         let e = check_out_dir(&t.path().join("f/sub")).unwrap_err();
         assert!(format!("{e:#}").contains("--out"), "{e:#}");
+    }
+
+    /// The live stall thread's section and the simulator's `--stall` one
+    /// print on one line each, in the same terms.
+    #[test]
+    fn stalls_line_reads_live_and_simulated_runs() {
+        let mut r = Results::default();
+        assert_eq!(stalls_line(&r), None);
+        r.extra.insert(
+            "stalls".into(),
+            serde_json::json!({"cpu": 0, "count": 24, "len_ns": 300_000, "every_ns": 200_000_000,
+                "busy_ns": 7_200_000, "start_late_max_ns": 12_000, "notes": ["not SCHED_FIFO: x"]}),
+        );
+        assert_eq!(
+            stalls_line(&r).unwrap(),
+            "injected stalls: 24 of 300.0 us every 200.000 ms on CPU 0 (start late by at most 12.0 us) (not SCHED_FIFO: x)"
+        );
+        assert!(lateness_line(&r).contains("\ninjected stalls: 24 of"));
+        r.extra.insert(
+            "stalls".into(),
+            serde_json::json!({"count": 3, "len_ns": 1_000_000, "every_ns": 500_000_000,
+                "busy_ns": 3_000_000, "nodes": ["R1", "R2"]}),
+        );
+        assert_eq!(
+            stalls_line(&r).unwrap(),
+            "injected stalls: 3 of 1.000 ms every 500.000 ms on R1, R2 together (simulated)"
+        );
     }
 }

@@ -1197,6 +1197,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Injected stalls on the router thread's core (CPU 0 when it is not
     // pinned: the kernel's own CPU work lands there first).
     let staller = opts.stalls.map(|spec| {
+        use crate::rt::StallRun;
         let stop = stop.clone();
         let cpu = opts.driver.cpu.unwrap_or(0);
         let until = t0 + sc.duration;

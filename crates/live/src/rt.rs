@@ -104,32 +104,133 @@ pub fn unlock_memory() {
 /// (950 ms of 1 s by default), then wait out the rest of the period.
 const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 
-/// RT throttling lifted for as long as this guard lives (the old budget is
-/// written back on drop). A router thread that forwards at full load spends
-/// more than 95 % of its core in its own sends and the softirq work they
-/// bring; the kernel then stops it for the rest of the second: 45-52 ms,
-/// hundreds of TDP time frames, in every ICC 2006 Table II run here, and
-/// none once lifted (docs/live.md). A process killed with SIGKILL leaves
-/// the budget lifted: `sysctl kernel.sched_rt_runtime_us=950000` restores
-/// the default.
+/// The value of [`RT_RUNTIME`] that means "no budget": RT threads run
+/// unthrottled.
+const UNLIMITED: &str = "-1";
+
+/// Read and write access to the RT budget; the kernel's file in a run, a
+/// fake in the tests of the counting (which must never touch the
+/// machine's setting).
+trait RtBudget: Sync {
+    fn read(&self) -> Result<String, String>;
+    fn write(&self, v: &str) -> Result<(), String>;
+}
+
+/// The kernel's budget, [`RT_RUNTIME`].
+struct ProcRtBudget;
+
+impl RtBudget for ProcRtBudget {
+    fn read(&self) -> Result<String, String> {
+        std::fs::read_to_string(RT_RUNTIME)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| format!("{RT_RUNTIME}: {e}"))
+    }
+    fn write(&self, v: &str) -> Result<(), String> {
+        std::fs::write(RT_RUNTIME, v).map_err(|e| format!("{RT_RUNTIME}: {e}"))
+    }
+}
+
+/// The guards of one budget alive in this process, and the value the
+/// last of them writes back.
+struct Lifts {
+    budget: &'static dyn RtBudget,
+    state: std::sync::Mutex<LiftState>,
+}
+
 #[derive(Debug)]
+struct LiftState {
+    holders: usize,
+    restore: String,
+}
+
+/// The process-wide count for the kernel's budget.
+static PROC_LIFTS: Lifts = Lifts {
+    budget: &ProcRtBudget,
+    state: std::sync::Mutex::new(LiftState {
+        holders: 0,
+        restore: String::new(),
+    }),
+};
+
+impl Lifts {
+    fn state(&self) -> std::sync::MutexGuard<'_, LiftState> {
+        // A panic while holding the lock leaves the count consistent (it
+        // is only changed after the write it accounts for succeeded).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lift(&'static self) -> Result<Option<RtThrottleLifted>, String> {
+        let mut st = self.state();
+        if st.holders > 0 {
+            // Another run of this process holds it lifted: share its
+            // guard's restore value, so whichever drops last restores.
+            st.holders += 1;
+            return Ok(Some(RtThrottleLifted {
+                lifts: self,
+                old: st.restore.clone(),
+            }));
+        }
+        let old = self.budget.read()?;
+        if old == UNLIMITED {
+            // The machine's own setting, or another process holding it
+            // lifted: not ours to restore.
+            return Ok(None);
+        }
+        self.budget.write(UNLIMITED)?;
+        st.holders = 1;
+        st.restore = old.clone();
+        Ok(Some(RtThrottleLifted { lifts: self, old }))
+    }
+
+    fn release(&self) {
+        let mut st = self.state();
+        st.holders = st.holders.saturating_sub(1);
+        if st.holders == 0 {
+            let _ = self.budget.write(&st.restore);
+        }
+    }
+}
+
+/// RT throttling lifted for as long as this guard lives. A router thread
+/// that forwards at full load spends more than 95 % of its core in its own
+/// sends and the softirq work they bring; the kernel then stops it for the
+/// rest of the second: 45-52 ms, hundreds of TDP time frames, in every
+/// ICC 2006 Table II run here, and none once lifted (docs/live.md).
+///
+/// Guards are counted per process: the first lift saves the budget and
+/// lifts it, later ones (two live runs on parallel test threads, a lab run
+/// inside a bench) join, and only the last drop writes the saved budget
+/// back, so no run loses the lift while another still needs it.
+///
+/// Across processes there is no count: a process that finds the budget
+/// already unlimited gets `Ok(None)` and never restores it (it cannot tell
+/// another qosnet run's lift from the machine's own setting, and restoring
+/// "unlimited" would be wrong either way). The process that lifted it
+/// restores the budget when its last guard drops, even while the other
+/// process still runs; that run may then be throttled again (its results
+/// show it as stalls). A process killed with SIGKILL leaves the budget
+/// lifted: `sysctl kernel.sched_rt_runtime_us=950000` restores the default.
 pub struct RtThrottleLifted {
+    lifts: &'static Lifts,
     old: String,
 }
 
-impl RtThrottleLifted {
-    /// Lift the budget; `Ok(None)` when it is already unlimited, `Err`
-    /// with the reason when it cannot be written.
-    pub fn lift() -> Result<Option<RtThrottleLifted>, String> {
-        let old = std::fs::read_to_string(RT_RUNTIME).map_err(|e| format!("{RT_RUNTIME}: {e}"))?;
-        let old = old.trim().to_string();
-        if old == "-1" {
-            return Ok(None);
-        }
-        std::fs::write(RT_RUNTIME, "-1").map_err(|e| format!("{RT_RUNTIME}: {e}"))?;
-        Ok(Some(RtThrottleLifted { old }))
+impl std::fmt::Debug for RtThrottleLifted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RtThrottleLifted")
+            .field("old", &self.old)
+            .finish()
     }
-    /// The budget that is restored on drop (µs per period).
+}
+
+impl RtThrottleLifted {
+    /// Lift the budget (or join this process's lift); `Ok(None)` when it
+    /// is already unlimited and not by this process, `Err` with the
+    /// reason when it cannot be read or written.
+    pub fn lift() -> Result<Option<RtThrottleLifted>, String> {
+        PROC_LIFTS.lift()
+    }
+    /// The budget that the last guard restores on drop (µs per period).
     pub fn old(&self) -> &str {
         &self.old
     }
@@ -137,7 +238,7 @@ impl RtThrottleLifted {
 
 impl Drop for RtThrottleLifted {
     fn drop(&mut self) {
-        let _ = std::fs::write(RT_RUNTIME, &self.old);
+        self.lifts.release();
     }
 }
 
@@ -241,43 +342,31 @@ pub fn apply(who: &str, cpu: Option<usize>, prio: Option<i32>) -> (Vec<String>, 
 /// an interrupt storm or the fair server would. The router thread gets
 /// nothing meanwhile, so a run shows what a stall of that size does to
 /// the schedule (TDP's late limit and stamps, FIFO's queues) on demand
-/// instead of by chance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StallSpec {
-    pub len: Duration,
-    pub every: Duration,
-}
+/// instead of by chance. The spec and its parser live in the scenario
+/// crate, which `qosnet sim --stall` turns into the same stalls of the
+/// simulated routers.
+pub use qosnet_scenario::stall::StallSpec;
 
 /// Priority of the stall thread: above the router's and the tester's.
 pub const STALL_PRIO: i32 = 99;
 
-impl StallSpec {
-    /// Parse `LEN/EVERY`, e.g. `300us/200ms`: each stall at most 1 s and
-    /// shorter than its period, so the router thread runs in between.
-    pub fn parse(s: &str) -> Result<StallSpec, String> {
-        let (l, e) = s
-            .split_once('/')
-            .ok_or_else(|| format!("--stall {s}: expected LEN/EVERY, e.g. 300us/200ms"))?;
-        let dur = |x: &str, what: &str| {
-            qosnet_scenario::units::parse_duration(x.trim()).map_err(|e| format!("--stall {s}: {what}: {e}"))
-        };
-        let (len, every) = (dur(l, "stall length")?, dur(e, "period")?);
-        if len == Duration::ZERO || len > Duration::from_secs(1) {
-            return Err(format!("--stall {s}: a stall lasts more than 0 and at most 1s"));
-        }
-        if every <= len {
-            return Err(format!(
-                "--stall {s}: the period must be longer than the stall, or the router never runs"
-            ));
-        }
-        Ok(StallSpec { len, every })
-    }
-
+/// Runs a [`StallSpec`] on a live machine.
+pub trait StallRun {
     /// Stall `cpu` every `every` from `from` to `until` (or until `stop`),
     /// on the calling thread (which it pins and makes SCHED_FIFO 99).
     /// Returns the figures for the run's results: stalls made, their
     /// length, and the lateness of their starts.
-    pub fn run(
+    fn run(
+        &self,
+        cpu: usize,
+        from: Instant,
+        until: Instant,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> serde_json::Value;
+}
+
+impl StallRun for StallSpec {
+    fn run(
         &self,
         cpu: usize,
         from: Instant,
@@ -321,26 +410,6 @@ impl StallSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stall_specs_parse_or_say_why_not() {
-        let s = StallSpec::parse("300us/200ms").unwrap();
-        assert_eq!(
-            (s.len, s.every),
-            (Duration::from_micros(300), Duration::from_millis(200))
-        );
-        for (bad, why) in [
-            ("300us", "expected LEN/EVERY"),
-            ("0/1s", "more than 0"),
-            ("2s/10s", "at most 1s"),
-            ("5ms/5ms", "longer than the stall"),
-            ("5ms/1x", "period"),
-            ("5/1s", "stall length"),
-        ] {
-            let e = StallSpec::parse(bad).unwrap_err();
-            assert!(e.contains(why) && e.starts_with("--stall"), "{bad}: {e}");
-        }
-    }
 
     #[test]
     fn placement_uses_two_distinct_allowed_cpus_or_says_why_not() {
@@ -387,16 +456,126 @@ mod tests {
         match RtThrottleLifted::lift() {
             Ok(Some(g)) => {
                 let old = g.old().to_string();
-                assert_ne!(old, "-1");
-                assert_eq!(read().unwrap(), "-1");
+                assert_ne!(old, UNLIMITED);
+                assert_eq!(read().unwrap(), UNLIMITED);
                 drop(g);
+                // No other guard of this process lives in the unit tests
+                // (the live runs that lift are in tests/), so this was
+                // the last one.
                 assert_eq!(read().unwrap(), old);
             }
-            // Already unlimited (another run holds it lifted, or the
+            // Already unlimited (another process holds it lifted, or the
             // machine's own setting): nothing to restore.
-            Ok(None) => assert_eq!(read().unwrap(), "-1"),
+            Ok(None) => assert_eq!(read().unwrap(), UNLIMITED),
             Err(e) => assert!(e.contains(RT_RUNTIME), "{e}"),
         }
+    }
+
+    /// A budget in memory that counts its writes.
+    struct FakeBudget {
+        value: std::sync::Mutex<String>,
+        writes: std::sync::atomic::AtomicUsize,
+        writable: bool,
+    }
+
+    impl RtBudget for FakeBudget {
+        fn read(&self) -> Result<String, String> {
+            Ok(self.value.lock().unwrap().clone())
+        }
+        fn write(&self, v: &str) -> Result<(), String> {
+            if !self.writable {
+                return Err("fake: Permission denied".into());
+            }
+            self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *self.value.lock().unwrap() = v.to_string();
+            Ok(())
+        }
+    }
+
+    fn fake(value: &str, writable: bool) -> (&'static FakeBudget, &'static Lifts) {
+        let b: &'static FakeBudget = Box::leak(Box::new(FakeBudget {
+            value: std::sync::Mutex::new(value.into()),
+            writes: Default::default(),
+            writable,
+        }));
+        let l = Box::leak(Box::new(Lifts {
+            budget: b,
+            state: std::sync::Mutex::new(LiftState {
+                holders: 0,
+                restore: String::new(),
+            }),
+        }));
+        (b, l)
+    }
+
+    #[test]
+    fn overlapping_lifts_restore_only_when_the_last_guard_drops() {
+        let (b, l) = fake("950000", true);
+        let v = || b.value.lock().unwrap().clone();
+        let first = l.lift().unwrap().unwrap();
+        let second = l.lift().unwrap().unwrap();
+        assert_eq!((first.old(), second.old()), ("950000", "950000"));
+        assert_eq!(v(), UNLIMITED);
+        // The first run ends while the second still runs: still lifted.
+        drop(first);
+        assert_eq!(v(), UNLIMITED);
+        let third = l.lift().unwrap().unwrap();
+        assert_eq!(third.old(), "950000");
+        drop(second);
+        assert_eq!(v(), UNLIMITED);
+        drop(third);
+        assert_eq!(v(), "950000");
+        // One write to lift, one to restore: joining writes nothing.
+        assert_eq!(b.writes.load(std::sync::atomic::Ordering::Relaxed), 2);
+        // And the next run lifts afresh.
+        let again = l.lift().unwrap().unwrap();
+        assert_eq!(v(), UNLIMITED);
+        drop(again);
+        assert_eq!(v(), "950000");
+    }
+
+    #[test]
+    fn a_budget_lifted_elsewhere_is_left_alone() {
+        // Another process (or the machine) has it unlimited: this one
+        // must not take the job of restoring it, nor restore "-1".
+        let (b, l) = fake(UNLIMITED, true);
+        assert!(l.lift().unwrap().is_none());
+        assert!(l.lift().unwrap().is_none());
+        assert_eq!(b.writes.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(l.state().holders, 0);
+    }
+
+    #[test]
+    fn a_refused_lift_is_an_error_and_counts_no_holder() {
+        let (b, l) = fake("950000", false);
+        let e = l.lift().unwrap_err();
+        assert!(e.contains("Permission denied"), "{e}");
+        assert_eq!(l.state().holders, 0);
+        assert_eq!(*b.value.lock().unwrap(), "950000");
+    }
+
+    #[test]
+    fn guards_on_parallel_threads_restore_once_at_the_end() {
+        let (b, l) = fake("950000", true);
+        let outer = l.lift().unwrap().unwrap();
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        let g = l.lift().unwrap().unwrap();
+                        assert_eq!(*b.value.lock().unwrap(), UNLIMITED);
+                        drop(g);
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(*b.value.lock().unwrap(), UNLIMITED);
+        drop(outer);
+        assert_eq!(*b.value.lock().unwrap(), "950000");
+        assert_eq!(b.writes.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod raw;
 pub mod results;
 pub mod rethertopo;
 pub mod sizetrace;
+pub mod stall;
 pub mod tdpplan;
 pub mod topo;
 pub mod units;

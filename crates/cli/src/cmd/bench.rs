@@ -7,6 +7,8 @@
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
 
+use qosnet_live::bench::BenchPoint;
+
 use crate::args::{need_root, parse_duration, signals};
 
 #[derive(Subcommand)]
@@ -78,7 +80,38 @@ pub fn run(c: BenchCmd) -> Result<()> {
         a.loss,
         a.tester
     );
-    outln!(
+    for line in table(&pts) {
+        outln!("{line}");
+    }
+    Ok(())
+}
+
+/// Ratios of `p` against the kernel's row of the same frame size: zero-loss
+/// rate, per-core rate (1e9 / ns/pkt), saturated per-core rate. `None`
+/// where the run has no kernel row for that frame size, or a side has no
+/// figure (no trial qualified: no rate, no CPU time): n/a, not NaN or 1e9.
+fn vs_kernel(p: &BenchPoint, pts: &[BenchPoint]) -> [Option<f64>; 3] {
+    let Some(k) = pts
+        .iter()
+        .find(|q| q.router == "kernel" && q.frame_bytes == p.frame_bytes)
+    else {
+        return [None; 3];
+    };
+    let pos = |x: f64| (x > 0.0 && x.is_finite()).then_some(x);
+    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
+    let per_core = |ns: f64| pos(ns).map(|ns| 1e9 / ns);
+    [
+        ratio(pos(p.zero_loss_pps), pos(k.zero_loss_pps)),
+        ratio(per_core(p.cpu_ns_per_pkt), per_core(k.cpu_ns_per_pkt)),
+        ratio(per_core(p.saturated_ns_per_pkt), per_core(k.saturated_ns_per_pkt)),
+    ]
+}
+
+/// The text table of a bench run: header, one row per router and frame
+/// size, the ratios against the kernel, and the notes saying what the
+/// columns are (and why a ratio is missing).
+fn table(pts: &[BenchPoint]) -> Vec<String> {
+    let mut out = vec![format!(
         "{:<12} {:>6} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
         "router",
         "frame",
@@ -92,22 +125,15 @@ pub fn run(c: BenchCmd) -> Result<()> {
         "vs kernel",
         "per core",
         "sat/core"
-    );
-    for p in &pts {
-        let k = pts
-            .iter()
-            .find(|q| q.router == "kernel" && q.frame_bytes == p.frame_bytes);
-        // No CPU time measured (no trial qualified): n/a, not 1e9 pps.
-        let per_core = |ns: f64| if ns > 0.0 { 1e9 / ns } else { f64::NAN };
-        let (r1, r2, r3) = k.map_or((f64::NAN, f64::NAN, f64::NAN), |k| {
-            (
-                p.zero_loss_pps / k.zero_loss_pps.max(1.0),
-                per_core(p.cpu_ns_per_pkt) / per_core(k.cpu_ns_per_pkt),
-                per_core(p.saturated_ns_per_pkt) / per_core(k.saturated_ns_per_pkt),
-            )
-        });
-        outln!(
-            "{:<12} {:>6} {:>11.0} {:>11.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.2}x {:>8.2}x {:>8.2}x",
+    )];
+    let ratio = |r: Option<f64>| match r {
+        Some(r) => format!("{r:>8.2}x"),
+        None => format!("{:>9}", "n/a"),
+    };
+    for p in pts {
+        let [r1, r2, r3] = vs_kernel(p, pts);
+        out.push(format!(
+            "{:<12} {:>6} {:>11.0} {:>11.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {} {} {}",
             p.router,
             p.frame_bytes,
             p.generator_pps,
@@ -117,12 +143,12 @@ pub fn run(c: BenchCmd) -> Result<()> {
             p.thread_ns_per_pkt,
             p.saturated_ns_per_pkt,
             p.counter_ns_per_pkt,
-            r1,
-            r2,
-            r3
-        );
+            ratio(r1),
+            ratio(r2),
+            ratio(r3)
+        ));
     }
-    outln!(
+    out.push(
         "ns/pkt: router CPU per packet forwarded in the highest passing trial = softirq (the router\n\
          core's, tick-sampled: the kernel's forwarding) + thread (qosnet's router thread; its receive copy\n\
          runs on the generator's core, uncounted). sat ns: the same in the ceiling trial (offered as fast\n\
@@ -130,6 +156,73 @@ pub fn run(c: BenchCmd) -> Result<()> {
          RPS-steered to the generator's core, not measured), never counted.\n\
          per core = (1e9 / ns/pkt) against the kernel's; sat/core likewise from sat ns. A zero-loss rate\n\
          equal to the generator's means the generator, not the router, was the limit."
+            .into(),
     );
-    Ok(())
+    if pts.iter().any(|p| {
+        !pts.iter()
+            .any(|q| q.router == "kernel" && q.frame_bytes == p.frame_bytes)
+    }) {
+        out.push(
+            "vs kernel, per core, sat/core: n/a: no kernel baseline in this run; add `kernel` to --routers"
+                .into(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(router: &str, frame: usize, pps: f64, ns: f64) -> BenchPoint {
+        BenchPoint {
+            router: router.into(),
+            frame_bytes: frame,
+            generator_pps: 500_000.0,
+            zero_loss_pps: pps,
+            cpu_ns_per_pkt: ns,
+            softirq_ns_per_pkt: ns / 2.0,
+            thread_ns_per_pkt: ns / 2.0,
+            counter_ns_per_pkt: 0.0,
+            saturated_ns_per_pkt: ns,
+            trials: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn without_a_kernel_row_ratios_are_na_with_the_reason() {
+        let pts = [
+            point("fifo", 64, 200_000.0, 1000.0),
+            point("tdp", 64, 150_000.0, 1500.0),
+        ];
+        for p in &pts {
+            assert_eq!(vs_kernel(p, &pts), [None; 3]);
+        }
+        let t = table(&pts).join("\n");
+        assert!(!t.contains("NaN") && !t.contains("inf"), "{t}");
+        let fifo = t.lines().find(|l| l.starts_with("fifo")).unwrap();
+        assert_eq!(fifo.matches("n/a").count(), 3, "{fifo}");
+        assert!(
+            t.contains("no kernel baseline in this run; add `kernel` to --routers"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn with_a_kernel_row_ratios_are_against_it() {
+        let pts = [
+            point("kernel", 64, 100_000.0, 2000.0),
+            point("fifo", 64, 200_000.0, 1000.0),
+            // No trial qualified: no CPU time, so no per-core ratio.
+            point("tdp", 64, 0.0, 0.0),
+        ];
+        let [r1, r2, r3] = vs_kernel(&pts[1], &pts);
+        assert_eq!((r1, r2, r3), (Some(2.0), Some(2.0), Some(2.0)));
+        assert_eq!(vs_kernel(&pts[2], &pts), [None; 3]);
+        let t = table(&pts).join("\n");
+        let fifo = t.lines().find(|l| l.starts_with("fifo")).unwrap();
+        assert!(fifo.ends_with("    2.00x     2.00x     2.00x"), "{fifo}");
+        assert!(!t.contains("no kernel baseline"), "{t}");
+        assert!(!t.contains("NaN"), "{t}");
+    }
 }

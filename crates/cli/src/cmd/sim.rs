@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use clap::Args;
 use qosnet_experiments::report;
+use qosnet_scenario::results::Results;
+use qosnet_scenario::stall::StallSpec;
 use qosnet_sim::Sim;
 
 use crate::args::{ctrl_c_flag, ScenarioArgs};
@@ -31,16 +33,32 @@ pub struct SimArgs {
     /// Only capture these directed links (e.g. R1->R2); repeatable.
     #[arg(long = "pcap-link", value_name = "FROM->TO", requires = "pcap")]
     pub pcap_links: Vec<String>,
+    /// Stall the routers: every EVERY from the start of traffic, all
+    /// routers (every node but hosts and segments, as the live lab's router
+    /// thread runs them) stop together for LEN, e.g. 300us/200ms. The
+    /// simulator's side of `qosnet lab run --stall` (a `[[fault]] kind =
+    /// "stall"` added to the scenario).
+    #[arg(long, value_name = "LEN/EVERY")]
+    pub stall: Option<String>,
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    let sc = a.sc.load()?;
+    let mut sc = a.sc.load()?;
+    let stall = match &a.stall {
+        None => None,
+        Some(s) => {
+            let spec = StallSpec::parse(s).map_err(|e| anyhow!(e))?;
+            let (nodes, _) = spec.apply(&mut sc).map_err(|e| anyhow!(e))?;
+            Some((spec, nodes))
+        }
+    };
     // An unwritable --out fails now, not after the run.
     if let Some(dir) = &a.out {
         report::check_out_dir(dir)?;
     }
     let paper = sc.paper.clone();
     let name = sc.name.clone();
+    let names: Vec<String> = sc.nodes.iter().map(|n| n.name.clone()).collect();
     let mut sim = Sim::new(sc).map_err(|e| anyhow!("{name}: {e}"))?;
     sim.set_progress(!a.json);
     // Ctrl-C (or SIGTERM) ends the run early; what was measured up to
@@ -52,7 +70,11 @@ pub fn run(a: SimArgs) -> Result<()> {
             eprintln!("capturing {} link directions into {}", files.len(), dir.display());
         }
     }
-    let r = sim.run();
+    let mut r = sim.run();
+    if let Some((spec, nodes)) = &stall {
+        r.extra
+            .insert("stalls".into(), stalls_extra(&r, spec, nodes, &names));
+    }
     if sim.interrupted() {
         eprintln!(
             "interrupted at {} of {} simulated: partial results (packets still in flight count as lost)",
@@ -71,6 +93,9 @@ pub fn run(a: SimArgs) -> Result<()> {
             report::fmt_ns(r.duration_s * 1e9),
             report::fmt_ns(r.warmup_s * 1e9)
         );
+        if let Some(l) = report::stalls_line(&r) {
+            outln!("{l}");
+        }
         out!("{}", report::flow_table(&r, paper.as_ref()));
         if let Some(p) = report::paper_column(paper.as_ref()) {
             outln!("paper column: {}", p.source);
@@ -102,4 +127,26 @@ pub fn run(a: SimArgs) -> Result<()> {
         anyhow::bail!("interrupted (partial results above)");
     }
     Ok(())
+}
+
+/// The `stalls` section of a run with `--stall`: the schedule, the nodes
+/// stalled together, and how many stalls they took (the engine's count, so
+/// an interrupted run shows fewer; a scenario's own stall faults of those
+/// nodes count too), in the live stall thread's terms.
+fn stalls_extra(r: &Results, spec: &StallSpec, nodes: &[usize], names: &[String]) -> serde_json::Value {
+    let stalled: Vec<&str> = nodes.iter().map(|&i| names[i].as_str()).collect();
+    let count = r
+        .nodes
+        .iter()
+        .filter(|n| stalled.contains(&n.name.as_str()))
+        .filter_map(|n| n.counters.get("stalls").copied())
+        .max()
+        .unwrap_or(0);
+    serde_json::json!({
+        "count": count,
+        "len_ns": spec.len.as_nanos(),
+        "every_ns": spec.every.as_nanos(),
+        "busy_ns": count * spec.len.as_nanos(),
+        "nodes": stalled,
+    })
 }

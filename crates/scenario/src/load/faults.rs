@@ -24,7 +24,7 @@ pub(super) const STALL: &str = "stall";
 pub(super) const ENGINE_KINDS: [&str; 2] = [KILL, STALL];
 /// How many stalls (periods times nodes) a scenario may ask for: a bound
 /// on the schedule the simulator builds.
-const MAX_STALLS: u64 = 1_000_000;
+pub(crate) const MAX_STALLS: u64 = 1_000_000;
 
 /// The single `node` of a fault entry: every kind but `stall` names one
 /// node, and the stall-only keys are refused on them.

@@ -13,7 +13,7 @@
 //! `crate::ds`.
 
 mod extras;
-mod faults;
+pub(crate) mod faults;
 mod flows;
 mod header;
 mod links;
