@@ -173,6 +173,9 @@ pub struct Router {
     limiter: Limiter,
     ident: u16,
     catch_up: Duration,
+    /// Whether a port's discipline reads `meta.flow` (then every forwarded
+    /// frame's 5-tuple is hashed into it).
+    hash_flows: bool,
     /// Neighbours to resolve at the first timeout (see [`Router::resolve_on_start`]).
     start_resolve: Vec<(u16, Ipv4Addr)>,
     /// Ports to announce on at the first timeout (see [`Router::announce_on_start`]).
@@ -196,6 +199,7 @@ impl Router {
             limiter: Limiter::default(),
             ident: 0,
             catch_up: Duration::ZERO,
+            hash_flows: false,
             start_resolve: Vec::new(),
             start_announce: Vec::new(),
         }
@@ -217,6 +221,7 @@ impl Router {
     }
     /// Add an interface; returns its index.
     pub fn add_port(&mut self, cfg: PortConfig, sched: Box<dyn Scheduler>) -> u16 {
+        self.hash_flows |= sched.uses_flow_id();
         self.ports.push(Port::new(cfg, sched));
         self.tx_at.push();
         (self.ports.len() - 1) as u16
@@ -307,8 +312,13 @@ impl Router {
         meta.arrival = now;
         meta.in_port = port;
         meta.tdp_tf = None;
-        // Per-flow disciplines (WFQ, DRR) key on the 5-tuple.
-        meta.flow = FlowKey::from(&info).hash32();
+        // Per-flow disciplines (WFQ, DRR) key on the 5-tuple; without
+        // one, no hash (zero: the frame has no flow id here).
+        meta.flow = if self.hash_flows {
+            FlowKey::from(&info).hash32()
+        } else {
+            0
+        };
         let mut pkt = Packet::new(data, meta);
         // TDP input processing (§III-B): decode the upstream TF from the
         // stamp, or clear forged stamps from asynchronous neighbours.
@@ -649,6 +659,60 @@ mod tests {
         assert_eq!(names.get("link_broadcast"), Some(&1));
         assert_eq!(names.get("bad_dst"), Some(&1));
         assert!(drain(&mut r, Instant(1)).is_empty());
+    }
+
+    /// The 5-tuple hash is computed only for a router some port of which
+    /// queues per flow, and then it is the flow's `FlowKey` hash.
+    #[test]
+    fn flow_id_is_hashed_only_where_a_discipline_reads_it() {
+        use crate::sched::{FairConf, Fifo, Prio, QueueConf, Wfq};
+        let flow_out = |sched: Box<dyn Scheduler>| {
+            let mut r = Router::new("R");
+            for (i, (mac, addr, sched)) in [
+                (
+                    R_MAC0,
+                    "10.0.1.254",
+                    Box::new(Fifo::new(10, 1 << 16)) as Box<dyn Scheduler>,
+                ),
+                (R_MAC1, "10.0.2.254", sched),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let cfg = PortConfig {
+                    name: format!("p{i}"),
+                    mac,
+                    ip: ip(addr),
+                    prefix_len: 24,
+                    rate_bps: 1_000_000_000,
+                    framing: crate::packet::Framing::default(),
+                    peer_mac: Some(H2_MAC),
+                    tdp_peer: false,
+                    duplex: crate::node::Duplex::Full,
+                };
+                r.add_port(cfg, sched);
+            }
+            r.routes
+                .add(crate::route::Route::new(ip("10.0.2.0"), 24, 1))
+                .unwrap();
+            let f = udp("10.0.2.1", 64);
+            let want = FlowKey::from(&wire::parse_ipv4(&f).unwrap()).hash32();
+            r.handle_frame(Instant(1), 0, f, Meta::default());
+            let sent = crate::node::step(&mut r, Instant(1));
+            assert_eq!(sent.len(), 1, "the frame is forwarded at once");
+            (sent[0].pkt.meta.flow, want)
+        };
+        let (got, _) = flow_out(Box::new(Fifo::new(10, 1 << 16)));
+        assert_eq!(got, 0, "FIFO ports only: no hash");
+        let (got, _) = flow_out(Box::new(Prio::new(vec![Box::new(Fifo::new(10, 1 << 16))])));
+        assert_eq!(got, 0, "priority over FIFOs: no hash");
+        let wfq = Wfq::new(FairConf::per_flow(QueueConf::new(1, 10, 1 << 16)), 1_000_000_000).unwrap();
+        let (got, want) = flow_out(Box::new(wfq));
+        assert_ne!(want, 0);
+        assert_eq!(got, want, "per-flow WFQ on the way out: the 5-tuple's hash");
+        let wfq = Wfq::new(FairConf::per_flow(QueueConf::new(1, 10, 1 << 16)), 1_000_000_000).unwrap();
+        let (got, want) = flow_out(Box::new(Prio::new(vec![Box::new(wfq)])));
+        assert_eq!(got, want, "per-flow WFQ inside a priority band: hashed");
     }
 
     /// Received frames accounted for: every frame in exactly one counter.

@@ -60,6 +60,9 @@ impl Scheduler for Fifo {
     fn quiet_when_empty(&self) -> bool {
         true
     }
+    fn uses_flow_id(&self) -> bool {
+        false
+    }
     fn len(&self) -> usize {
         self.q.len()
     }

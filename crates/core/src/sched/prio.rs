@@ -77,6 +77,9 @@ impl Scheduler for Prio {
     fn stats(&self) -> &QueueStats {
         &self.stats
     }
+    fn uses_flow_id(&self) -> bool {
+        self.bands.iter().any(|b| b.uses_flow_id())
+    }
     fn kind(&self) -> &'static str {
         "prio"
     }

@@ -276,6 +276,9 @@ impl Scheduler for Red {
     fn quiet_when_empty(&self) -> bool {
         true
     }
+    fn uses_flow_id(&self) -> bool {
+        false
+    }
     fn len(&self) -> usize {
         self.q.len()
     }

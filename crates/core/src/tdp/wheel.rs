@@ -724,6 +724,10 @@ impl Scheduler for TdpWheel {
     fn stats(&self) -> &QueueStats {
         &self.stats
     }
+    /// The wheel files frames by their time frame, never by flow.
+    fn uses_flow_id(&self) -> bool {
+        false
+    }
     fn kind(&self) -> &'static str {
         "tdp"
     }
