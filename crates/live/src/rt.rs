@@ -134,6 +134,9 @@ impl RtBudget for ProcRtBudget {
 /// last of them writes back.
 struct Lifts {
     budget: &'static dyn RtBudget,
+    /// Where processes that lift the budget meet ([`Shared`]); `None`:
+    /// this process's count only.
+    dir: Option<&'static str>,
     state: std::sync::Mutex<LiftState>,
 }
 
@@ -141,22 +144,76 @@ struct Lifts {
 struct LiftState {
     holders: usize,
     restore: String,
+    /// This process's share of a cross-process lift, while it holds one.
+    shared: Option<Shared>,
 }
 
-/// The process-wide count for the kernel's budget.
+/// The process-wide count for the kernel's budget. `/run` is a tmpfs,
+/// emptied at boot like the budget itself.
 static PROC_LIFTS: Lifts = Lifts {
     budget: &ProcRtBudget,
+    dir: Some("/run/qosnet"),
     state: std::sync::Mutex::new(LiftState {
         holders: 0,
         restore: String::new(),
+        shared: None,
     }),
 };
+
+/// The files processes holding the budget lifted share, in one directory:
+/// `rt-throttle.lock`, locked exclusively (flock) while a process decides
+/// whether to lift, join or restore; `rt-throttle.held`, locked shared by
+/// every process that holds the budget lifted, for as long as it does
+/// (the kernel drops a dead process's locks, so a crash cannot leave a
+/// holder behind); `rt-throttle.saved`, the budget to write back, written
+/// by the process that lifted it and removed by the one that restores it.
+#[derive(Debug)]
+struct Shared {
+    held: std::fs::File,
+}
+
+fn flock(f: &std::fs::File, op: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a file descriptor this File owns.
+        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+fn open_rw(path: &str) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+/// The decision lock of `dir`, held exclusively until dropped; `None`
+/// when the directory or the lock cannot be had (then there is no
+/// cross-process count).
+fn decision_lock(dir: &str) -> Option<std::fs::File> {
+    std::fs::create_dir_all(dir).ok()?;
+    let f = open_rw(&format!("{dir}/rt-throttle.lock")).ok()?;
+    flock(&f, libc::LOCK_EX).ok()?;
+    Some(f)
+}
 
 impl Lifts {
     fn state(&self) -> std::sync::MutexGuard<'_, LiftState> {
         // A panic while holding the lock leaves the count consistent (it
         // is only changed after the write it accounts for succeeded).
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn saved_path(dir: &str) -> String {
+        format!("{dir}/rt-throttle.saved")
     }
 
     fn lift(&'static self) -> Result<Option<RtThrottleLifted>, String> {
@@ -170,24 +227,73 @@ impl Lifts {
                 old: st.restore.clone(),
             }));
         }
+        // Held until this function returns: no other process lifts,
+        // joins or restores meanwhile.
+        let decision = self.dir.and_then(decision_lock);
+        let dir = self.dir.filter(|_| decision.is_some());
         let old = self.budget.read()?;
-        if old == UNLIMITED {
-            // The machine's own setting, or another process holding it
-            // lifted: not ours to restore.
-            return Ok(None);
-        }
-        self.budget.write(UNLIMITED)?;
+        let restore = if old == UNLIMITED {
+            // Another qosnet process holding it lifted left the budget to
+            // restore; without that, it is the machine's own setting (or
+            // a tool's we know nothing of): not ours to restore.
+            let saved = dir
+                .and_then(|d| std::fs::read_to_string(Self::saved_path(d)).ok())
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty() && s != UNLIMITED);
+            match saved {
+                Some(s) => s,
+                None => return Ok(None),
+            }
+        } else {
+            // Saved before lifting: a process that dies between the two
+            // leaves a saved budget that the next run restores, never an
+            // unlimited one it would take for the machine's.
+            let saved = dir.is_some_and(|d| std::fs::write(Self::saved_path(d), &old).is_ok());
+            if let Err(e) = self.budget.write(UNLIMITED) {
+                if let Some(d) = dir.filter(|_| saved) {
+                    let _ = std::fs::remove_file(Self::saved_path(d));
+                }
+                return Err(e);
+            }
+            old
+        };
+        let shared = dir
+            .and_then(|d| open_rw(&format!("{d}/rt-throttle.held")).ok())
+            .filter(|f| flock(f, libc::LOCK_SH).is_ok())
+            .map(|held| Shared { held });
         st.holders = 1;
-        st.restore = old.clone();
-        Ok(Some(RtThrottleLifted { lifts: self, old }))
+        st.restore = restore.clone();
+        st.shared = shared;
+        drop(decision);
+        Ok(Some(RtThrottleLifted {
+            lifts: self,
+            old: restore,
+        }))
     }
 
     fn release(&self) {
         let mut st = self.state();
         st.holders = st.holders.saturating_sub(1);
-        if st.holders == 0 {
-            let _ = self.budget.write(&st.restore);
+        if st.holders > 0 {
+            return;
         }
+        let Some(shared) = st.shared.take() else {
+            let _ = self.budget.write(&st.restore);
+            return;
+        };
+        let decision = self.dir.and_then(decision_lock);
+        // Under the decision lock no process takes a new shared hold, so
+        // an exclusive one is granted exactly when no other process
+        // holds the budget lifted: then this one restores it. Otherwise
+        // the last of the others will.
+        if decision.is_some() && flock(&shared.held, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+            let _ = self.budget.write(&st.restore);
+            if let Some(d) = self.dir {
+                let _ = std::fs::remove_file(Self::saved_path(d));
+            }
+        }
+        drop(shared);
+        drop(decision);
     }
 }
 
@@ -202,14 +308,17 @@ impl Lifts {
 /// inside a bench) join, and only the last drop writes the saved budget
 /// back, so no run loses the lift while another still needs it.
 ///
-/// Across processes there is no count: a process that finds the budget
-/// already unlimited gets `Ok(None)` and never restores it (it cannot tell
-/// another qosnet run's lift from the machine's own setting, and restoring
-/// "unlimited" would be wrong either way). The process that lifted it
-/// restores the budget when its last guard drops, even while the other
-/// process still runs; that run may then be throttled again (its results
-/// show it as stalls). A process killed with SIGKILL leaves the budget
-/// lifted: `sysctl kernel.sched_rt_runtime_us=950000` restores the default.
+/// Across processes (two `qosnet lab run`s, parallel test binaries) the
+/// count is kept in `/run/qosnet` ([`Shared`]): a process that finds the
+/// budget unlimited by another qosnet process joins it, and whichever
+/// process holds it lifted last restores the budget the first one saved.
+/// A budget found unlimited with nothing saved is the machine's own
+/// setting: `Ok(None)`, never restored. Where `/run/qosnet` cannot be
+/// used, the count is per process, and the process that lifted the budget
+/// restores it when its last guard drops even if another still runs. A
+/// process killed with SIGKILL leaves the budget lifted, with its saved
+/// value: the next qosnet run that lifts it restores that value when it
+/// ends (or `sysctl kernel.sched_rt_runtime_us=950000`).
 pub struct RtThrottleLifted {
     lifts: &'static Lifts,
     old: String,
@@ -461,8 +570,10 @@ mod tests {
                 drop(g);
                 // No other guard of this process lives in the unit tests
                 // (the live runs that lift are in tests/), so this was
-                // the last one.
-                assert_eq!(read().unwrap(), old);
+                // the last one here; another process (a lab run beside
+                // the tests) may still hold it lifted, and then restores.
+                let now = read().unwrap();
+                assert!(now == old || held_elsewhere("/run/qosnet"), "{now}, not {old}");
             }
             // Already unlimited (another process holds it lifted, or the
             // machine's own setting): nothing to restore.
@@ -498,14 +609,107 @@ mod tests {
             writes: Default::default(),
             writable,
         }));
-        let l = Box::leak(Box::new(Lifts {
+        (b, lifts(b, None))
+    }
+
+    fn lifts(b: &'static FakeBudget, dir: Option<&'static str>) -> &'static Lifts {
+        Box::leak(Box::new(Lifts {
             budget: b,
+            dir,
             state: std::sync::Mutex::new(LiftState {
                 holders: 0,
                 restore: String::new(),
+                shared: None,
             }),
-        }));
-        (b, l)
+        }))
+    }
+
+    /// Whether some process holds a budget lifted through `dir`.
+    fn held_elsewhere(dir: &str) -> bool {
+        let Ok(f) = std::fs::File::open(format!("{dir}/rt-throttle.held")) else {
+            return false;
+        };
+        flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_err()
+    }
+
+    /// A fresh meeting directory for the cross-process tests. flock locks
+    /// belong to open files, so two `Lifts` in one test process contend
+    /// for them exactly as two processes do.
+    fn meeting_dir(name: &str) -> &'static str {
+        let d = std::env::temp_dir().join(format!("qosnet-rt-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        Box::leak(d.to_string_lossy().into_owned().into_boxed_str())
+    }
+
+    fn saved(dir: &str) -> Option<String> {
+        std::fs::read_to_string(format!("{dir}/rt-throttle.saved")).ok()
+    }
+
+    #[test]
+    fn two_processes_restore_when_the_last_one_ends_in_either_order() {
+        for first_ends_first in [true, false] {
+            let dir = meeting_dir(&format!("order-{first_ends_first}"));
+            let (b, _) = fake("950000", true);
+            let (p1, p2) = (lifts(b, Some(dir)), lifts(b, Some(dir)));
+            let v = || b.value.lock().unwrap().clone();
+            let g1 = p1.lift().unwrap().unwrap();
+            assert_eq!((v(), saved(dir).as_deref()), (UNLIMITED.into(), Some("950000")));
+            // The second process finds it unlimited by the first: it joins
+            // (with the budget to restore) instead of taking it for the
+            // machine's setting.
+            let g2 = p2.lift().unwrap().expect("joins the other process's lift");
+            assert_eq!(g2.old(), "950000");
+            let (a, z) = if first_ends_first { (g1, g2) } else { (g2, g1) };
+            drop(a);
+            assert_eq!(v(), UNLIMITED, "the other process still runs");
+            assert!(held_elsewhere(dir));
+            drop(z);
+            assert_eq!(v(), "950000");
+            assert_eq!(saved(dir), None, "nothing left to restore");
+            assert!(!held_elsewhere(dir));
+            // One write to lift, one to restore: joining writes nothing.
+            assert_eq!(b.writes.load(std::sync::atomic::Ordering::Relaxed), 2);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
+    fn a_killed_lifters_budget_is_restored_by_the_next_run() {
+        // A process killed with SIGKILL: its locks are gone, the budget
+        // is still lifted and its saved value still there.
+        let dir = meeting_dir("killed");
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(format!("{dir}/rt-throttle.saved"), "950000").unwrap();
+        let (b, _) = fake(UNLIMITED, true);
+        let l = lifts(b, Some(dir));
+        let g = l.lift().unwrap().expect("takes over the dead process's lift");
+        assert_eq!(g.old(), "950000");
+        drop(g);
+        assert_eq!(*b.value.lock().unwrap(), "950000");
+        assert_eq!(saved(dir), None);
+        // Restored by hand after the crash instead: the stale value is
+        // replaced by the budget found, which is what comes back.
+        std::fs::write(format!("{dir}/rt-throttle.saved"), "123").unwrap();
+        *b.value.lock().unwrap() = "900000".into();
+        drop(l.lift().unwrap().unwrap());
+        assert_eq!(*b.value.lock().unwrap(), "900000");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn with_a_meeting_place_the_machines_own_setting_is_still_left_alone() {
+        let dir = meeting_dir("machine");
+        let (b, _) = fake(UNLIMITED, true);
+        let l = lifts(b, Some(dir));
+        assert!(l.lift().unwrap().is_none());
+        assert_eq!(b.writes.load(std::sync::atomic::Ordering::Relaxed), 0);
+        // A refused write saves nothing for others to join.
+        let (b, _) = fake("950000", false);
+        let l = lifts(b, Some(dir));
+        assert!(l.lift().is_err());
+        assert_eq!(saved(dir), None);
+        assert!(!held_elsewhere(dir));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
