@@ -7,7 +7,7 @@
 //! and reserved by hand (§III); [`plan`] does the same job offline:
 //! admission control for hand-typed slots, then a placement of the rest.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::error::Error;
 use std::fmt;
 
@@ -356,52 +356,91 @@ fn validate(links: &[PlanLink], n_tf: u32, flows: &[PlanFlow]) -> Result<(), Pla
 /// and a TC of thousands of TFs would have taken hours.) A flow that
 /// crosses the same link in the same TF several times (looping flows)
 /// counts once per crossing.
+///
+/// The flow's crossings are merged once: two hops on one link collide in
+/// the same TF for every slot exactly when their offsets are equal mod
+/// `n_tf`. The added bytes live in one dense table per link the flow
+/// crosses (no larger than the reservations' own), cleared by the entries
+/// touched.
 struct Tentative<'a> {
     res: &'a Reservations,
     n_tf: u32,
-    f: &'a PlanFlow,
-    extra: HashMap<(usize, u32), u64>,
-    /// Scratch: one slot's crossings, sorted.
-    own: Vec<(usize, u32)>,
+    /// (link, the link's row in `extra`, offset mod `n_tf`, bytes per slot).
+    groups: Vec<(usize, usize, u32, u64)>,
+    extra: Vec<u64>,
+    touched: Vec<usize>,
+    /// Fit checks left to the phase searches ([`SEARCH_BUDGET`]).
+    budget: u64,
 }
+
+/// Slot checks (one per distinct crossing) a flow's phase searches may
+/// make before they give up on a better placement: the phase searches are
+/// quadratic in the TC's length. A flow that could not be placed in a TC of
+/// 6 000 TFs took 15 s to refuse, one of 20 000 TFs over 2 minutes; the
+/// shipped scenarios need a few thousand checks per flow.
+const SEARCH_BUDGET: u64 = 1 << 24;
 
 impl<'a> Tentative<'a> {
     fn new(res: &'a Reservations, n_tf: u32, f: &'a PlanFlow) -> Self {
+        let n_tf = n_tf.max(1);
+        let mut links: Vec<usize> = Vec::new();
+        let mut groups: Vec<(usize, usize, u32, u64)> = Vec::new();
+        for &(link, off) in &f.hops {
+            let row = links.iter().position(|&l| l == link).unwrap_or_else(|| {
+                links.push(link);
+                links.len() - 1
+            });
+            let off = (off as u64 % n_tf as u64) as u32;
+            match groups.iter_mut().find(|g| g.0 == link && g.2 == off) {
+                Some(g) => g.3 = g.3.saturating_add(f.wire_bytes),
+                None => groups.push((link, row, off, f.wire_bytes)),
+            }
+        }
         Tentative {
             res,
             n_tf,
-            f,
-            extra: HashMap::new(),
-            own: Vec::with_capacity(f.hops.len()),
+            groups,
+            extra: vec![0; links.len() * n_tf as usize],
+            touched: Vec::new(),
+            budget: SEARCH_BUDGET,
         }
     }
     /// Forget the chosen slots.
     fn clear(&mut self) {
-        self.extra.clear();
+        for i in self.touched.drain(..) {
+            self.extra[i] = 0;
+        }
+    }
+    fn cell(&self, row: usize, slot: u32, off: u32) -> (u32, usize) {
+        let tf = tf_at_hop(slot, off, self.n_tf);
+        (tf, row * self.n_tf as usize + tf as usize)
     }
     /// Whether `slot` fits beside the slots chosen so far.
-    fn fits(&mut self, slot: u32) -> bool {
-        self.own.clear();
-        self.own.extend(
-            self.f
-                .hops
-                .iter()
-                .map(|&(link, off)| (link, tf_at_hop(slot, off, self.n_tf))),
-        );
-        self.own.sort_unstable();
-        self.own.chunk_by(|a, b| a == b).all(|run| {
-            let key = run[0];
-            let add = run.len() as u64 * self.f.wire_bytes;
-            self.extra.get(&key).copied().unwrap_or(0).saturating_add(add) <= self.res.free(key.0, key.1)
+    fn fits(&self, slot: u32) -> bool {
+        self.groups.iter().all(|&(link, row, off, add)| {
+            let (tf, i) = self.cell(row, slot, off);
+            self.extra[i].saturating_add(add) <= self.res.free(link, tf)
         })
+    }
+    /// [`fits`](Self::fits) for the phase searches, counted against their
+    /// budget: `None` once it is spent.
+    fn try_fits(&mut self, slot: u32) -> Option<bool> {
+        let cost = self.groups.len() as u64;
+        if self.budget < cost {
+            return None;
+        }
+        self.budget -= cost;
+        Some(self.fits(slot))
     }
     /// Choose `slot` (the caller checked that it fits).
     fn add(&mut self, slot: u32) {
-        for &(link, off) in &self.f.hops {
-            *self
-                .extra
-                .entry((link, tf_at_hop(slot, off, self.n_tf)))
-                .or_default() += self.f.wire_bytes;
+        for k in 0..self.groups.len() {
+            let (_, row, off, add) = self.groups[k];
+            let (_, i) = self.cell(row, slot, off);
+            if self.extra[i] == 0 {
+                self.touched.push(i);
+            }
+            self.extra[i] = self.extra[i].saturating_add(add);
         }
     }
 }
@@ -417,38 +456,75 @@ fn ideal(k: u32, pkts: u32, n_tf: u32) -> u32 {
     (k as u64 * n_tf as u64 / pkts as u64) as u32
 }
 
+/// The first phase at which the flow's packets, spread evenly over the
+/// TC, all fit. `None` also when the search budget runs out first.
+/// (Whether a set fits does not depend on the order its slots are tried
+/// in: a phase is abandoned at its first misfit, and only the winner's
+/// slots are collected and sorted.)
 fn place_evenly(res: &Reservations, n_tf: u32, f: &PlanFlow) -> Option<Vec<u32>> {
     let mut t = Tentative::new(res, n_tf, f);
-    (0..n_tf).find_map(|phase| {
-        let mut s: Vec<u32> = (0..f.pkts_per_tc)
-            .map(|k| tf_at_hop(phase, ideal(k, f.pkts_per_tc, n_tf), n_tf))
-            .collect();
-        s.sort_unstable();
+    let pkts = f.pkts_per_tc;
+    for phase in 0..n_tf {
         t.clear();
-        s.iter()
-            .all(|&slot| {
-                let ok = t.fits(slot);
-                t.add(slot);
-                ok
-            })
-            .then_some(s)
-    })
+        let mut all = true;
+        for k in 0..pkts {
+            let slot = tf_at_hop(phase, ideal(k, pkts, n_tf), n_tf);
+            if !t.try_fits(slot)? {
+                all = false;
+                break;
+            }
+            t.add(slot);
+        }
+        if all {
+            let mut s: Vec<u32> = (0..pkts)
+                .map(|k| tf_at_hop(phase, ideal(k, pkts, n_tf), n_tf))
+                .collect();
+            s.sort_unstable();
+            return Some(s);
+        }
+    }
+    None
 }
 
 /// For every phase, put each packet in the first TF at or after its ideal
 /// TF (before the next packet's ideal TF) that still fits; keep the phase
-/// whose largest displacement is smallest.
+/// whose largest displacement is smallest (the first such phase).
+///
+/// Called only when [`place_evenly`] found nothing, so no phase has
+/// displacement 0: the first phase with displacement 1 is the answer, and
+/// a phase stops as soon as its displacement reaches the best so far
+/// (it could no longer win). Same answer as trying every phase to the
+/// end (a property test checks it). When the search budget runs out, the
+/// best placement found so far, if any. (Should [`place_evenly`] have run
+/// out of its budget, a phase of displacement 0 after the first one of
+/// displacement 1 is not looked for: still a near-even placement.)
 fn place_near_even(res: &Reservations, n_tf: u32, f: &PlanFlow) -> Option<Vec<u32>> {
     let pkts = f.pkts_per_tc;
     let mut best: Option<(u32, Vec<u32>)> = None;
     let mut t = Tentative::new(res, n_tf, f);
     for phase in 0..n_tf {
+        let bound = best.as_ref().map_or(u32::MAX, |(w, _)| *w);
+        if bound <= 1 {
+            break;
+        }
         let mut chosen: Vec<u32> = Vec::with_capacity(pkts as usize);
         let mut worst = 0;
         t.clear();
         for k in 0..pkts {
             let (lo, hi) = (ideal(k, pkts, n_tf), ideal(k + 1, pkts, n_tf));
-            let hit = (lo..hi.max(lo + 1)).find(|&o| t.fits(tf_at_hop(phase, o, n_tf)));
+            // Displacements from `bound` on cannot beat the best phase.
+            let hi = hi.max(lo + 1).min(lo.saturating_add(bound));
+            let mut hit = None;
+            for o in lo..hi {
+                match t.try_fits(tf_at_hop(phase, o, n_tf)) {
+                    Some(true) => {
+                        hit = Some(o);
+                        break;
+                    }
+                    Some(false) => {}
+                    None => return best.map(|(_, s)| s),
+                }
+            }
             match hit {
                 Some(o) => {
                     worst = worst.max(o - lo);
@@ -459,7 +535,7 @@ fn place_near_even(res: &Reservations, n_tf: u32, f: &PlanFlow) -> Option<Vec<u3
                 None => break,
             }
         }
-        if chosen.len() == pkts as usize && best.as_ref().is_none_or(|(w, _)| worst < *w) {
+        if chosen.len() == pkts as usize && worst < bound {
             chosen.sort_unstable();
             best = Some((worst, chosen));
         }
@@ -535,6 +611,46 @@ mod tests {
         let mut gaps: Vec<u32> = four.windows(2).map(|w| w[1] - w[0]).collect();
         gaps.push(four[0] + 20 - four[4]);
         assert!(gaps.iter().all(|g| (3..=5).contains(g)), "slots {four:?}");
+    }
+
+    /// A TC of 30 000 TFs (the phase searches bounded by their budget): a
+    /// looping flow that needs more room than there is is refused, and one
+    /// that needs less is placed.
+    #[test]
+    fn long_cycles_are_planned_or_refused() {
+        let n_tf = 30_000;
+        let links = vec![PlanLink {
+            name: "a->b".into(),
+            budget: 1000,
+        }];
+        let taken = PlanFlow {
+            name: "taken".into(),
+            hops: vec![(0, 0)],
+            pkts_per_tc: n_tf / 3,
+            wire_bytes: 300,
+            fixed_slots: Some((0..n_tf / 3).map(|k| 3 * k).collect()),
+        };
+        // Crosses a->b in TFs s and s + 1, 800 B each: only TFs 1 and 2
+        // of every 3 have room (one crossing each), so one packet in
+        // every 3 TFs, injected at s = 1 mod 3.
+        let flow = |pkts| PlanFlow {
+            name: "f".into(),
+            hops: vec![(0, 0), (0, 1)],
+            pkts_per_tc: pkts,
+            wire_bytes: 800,
+            fixed_slots: None,
+        };
+        match plan(&links, n_tf, &[taken.clone(), flow(n_tf / 3 + 1)]) {
+            Err(PlanError::NoRoom { flow, .. }) => assert_eq!(flow, "f"),
+            Err(e) => panic!("expected NoRoom, got {e}"),
+            Ok(_) => panic!("expected NoRoom, got a plan"),
+        }
+        for pkts in [n_tf / 3, n_tf / 4] {
+            let p = plan(&links, n_tf, &[taken.clone(), flow(pkts)]).unwrap();
+            let slots = p.slots_of("f").unwrap();
+            assert_eq!(slots.len(), pkts as usize);
+            assert!(slots.iter().all(|s| s % 3 == 1), "{pkts} packets");
+        }
     }
 
     #[test]
@@ -797,7 +913,7 @@ mod tests {
     /// The check `Tentative` replaces: every chosen slot's crossings summed
     /// per (link, TF) from scratch, against the free capacity.
     fn fits_from_scratch(res: &Reservations, n_tf: u32, f: &PlanFlow, slots: &[u32]) -> bool {
-        let mut sum: HashMap<(usize, u32), u64> = HashMap::new();
+        let mut sum: std::collections::HashMap<(usize, u32), u64> = Default::default();
         for &s in slots {
             for &(link, off) in &f.hops {
                 *sum.entry((link, tf_at_hop(s, off, n_tf))).or_default() += f.wire_bytes;
@@ -806,7 +922,61 @@ mod tests {
         sum.iter().all(|(&(link, tf), &b)| b <= res.free(link, tf))
     }
 
+    /// `place_near_even` without its shortcuts: every phase to the end.
+    fn near_even_every_phase(res: &Reservations, n_tf: u32, f: &PlanFlow) -> Option<Vec<u32>> {
+        let pkts = f.pkts_per_tc;
+        let mut best: Option<(u32, Vec<u32>)> = None;
+        for phase in 0..n_tf {
+            let mut chosen: Vec<u32> = Vec::new();
+            let mut worst = 0;
+            for k in 0..pkts {
+                let (lo, hi) = (ideal(k, pkts, n_tf), ideal(k + 1, pkts, n_tf));
+                let hit = (lo..hi.max(lo + 1)).find(|&o| {
+                    let mut with = chosen.clone();
+                    with.push(tf_at_hop(phase, o, n_tf));
+                    fits_from_scratch(res, n_tf, f, &with)
+                });
+                let Some(o) = hit else { break };
+                worst = worst.max(o - lo);
+                chosen.push(tf_at_hop(phase, o, n_tf));
+            }
+            if chosen.len() == pkts as usize && best.as_ref().is_none_or(|(w, _)| worst < *w) {
+                chosen.sort_unstable();
+                best = Some((worst, chosen));
+            }
+        }
+        best.map(|(_, s)| s)
+    }
+
     proptest::proptest! {
+        /// Where no phase places a flow evenly, the pruned near-even search
+        /// picks what trying every phase to the end picks.
+        #[test]
+        fn near_even_shortcuts_change_nothing(
+            n_tf in 1u32..24,
+            budget in 1u64..6,
+            booked in proptest::collection::vec((0usize..3, 0u32..24, 0u64..6), 0..40),
+            hops in proptest::collection::vec((0usize..3, 0u32..30), 1..4),
+            pkts in 1u32..8,
+        ) {
+            let mut res = Reservations::new(n_tf);
+            for i in 0..3 {
+                res.add_link(format!("l{i}"), budget);
+            }
+            for (l, tf, b) in booked {
+                let _ = res.reserve(l, tf % n_tf, b, "other");
+            }
+            let f = PlanFlow {
+                name: "f".into(),
+                hops,
+                pkts_per_tc: pkts.min(n_tf),
+                wire_bytes: 1,
+                fixed_slots: None,
+            };
+            proptest::prop_assume!(place_evenly(&res, n_tf, &f).is_none());
+            proptest::prop_assert_eq!(place_near_even(&res, n_tf, &f), near_even_every_phase(&res, n_tf, &f));
+        }
+
         /// Choosing slots one at a time, `Tentative` accepts a slot exactly
         /// when the chosen set with it fits checked from scratch, for
         /// looping flows (a link crossed several times, in the same TF or
