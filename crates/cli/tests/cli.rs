@@ -90,6 +90,73 @@ fn reproduce_tdp_prints_both_tables() {
     assert!(text.contains("R2->R4"), "{text}");
 }
 
+/// `reproduce tdp --stall`: every run's routers stalled on the schedule,
+/// said beside each table, and TDP's jitter then follows the stalls
+/// instead of the 2-TF bound; experiments that do not take the flag say so.
+#[test]
+fn reproduce_tdp_under_stalls() {
+    let run = |extra: &[&str]| {
+        let out = qosnet()
+            .args(["reproduce", "tdp", "--duration", "2s"])
+            .args(extra)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    // "worst qosnet TDP flow 1.005 ms" in ns, one per table.
+    let worst = |text: &str| -> Vec<f64> {
+        text.lines()
+            .filter_map(|l| l.split("worst qosnet TDP flow ").nth(1))
+            .map(|w| {
+                let mut it = w.split([' ', ';']);
+                let v: f64 = it.next().unwrap().parse().unwrap();
+                v * match it.next().unwrap() {
+                    "ns" => 1.0,
+                    "us" => 1e3,
+                    "ms" => 1e6,
+                    u => panic!("unit {u} in {w}"),
+                }
+            })
+            .collect()
+    };
+    let calm = run(&[]);
+    assert!(!calm.contains("injected stalls"), "{calm}");
+    let stalled = run(&["--stall", "1ms/500ms"]);
+    let line = "run: injected stalls: 3 of 1.000 ms every 500.000 ms on R1, R2, R3, R4 together";
+    assert_eq!(
+        stalled.matches(line).count(),
+        4,
+        "FIFO and TDP runs of both tables: {stalled}"
+    );
+    let (w0, w1) = (worst(&calm), worst(&stalled));
+    assert_eq!((w0.len(), w1.len()), (2, 2), "{calm}\n{stalled}");
+    for (a, b) in w0.iter().zip(&w1) {
+        assert!(*a < 500e3, "without stalls TDP keeps its 2-TF bound: {a} ns");
+        assert!(
+            *b >= 1e6,
+            "a 1 ms stall of every router shows in TDP's jitter: {b} ns"
+        );
+    }
+    let a = qosnet()
+        .args(["reproduce", "diffserv", "--stall", "1ms/500ms"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("does not take --stall") && err.contains("qosnet sim --stall"),
+        "{err}"
+    );
+    let a = qosnet()
+        .args(["reproduce", "tdp", "--stall", "1ms/1ms"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("--stall 1ms/1ms:"), "{err}");
+}
+
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();

@@ -83,6 +83,9 @@ pub struct Experiment {
     pub sim: fn(&RunOptions) -> anyhow::Result<()>,
     /// Live reproduction in namespace labs (root), if there is one.
     pub live: Option<fn(&RunOptions) -> anyhow::Result<()>>,
+    /// Whether its runs honour `--stall` ([`RunOptions::stall`]): the
+    /// experiments whose routers' timing is the point (TDP).
+    pub stall: bool,
 }
 
 impl Experiment {
@@ -97,6 +100,17 @@ impl Experiment {
         // An unwritable --out fails now, not after every run.
         if let Some(dir) = &o.out {
             report::check_out_dir(dir)?;
+        }
+        if let (Some(s), false) = (&o.stall, self.stall) {
+            anyhow::bail!(
+                "--stall {}/{}: experiment {} does not take --stall (the TDP testbed does: `qosnet reproduce tdp --stall {}/{}`); \
+                 stall one of its scenarios with `qosnet sim --stall` or `qosnet lab run --stall`",
+                s.len,
+                s.every,
+                self.name(),
+                s.len,
+                s.every
+            );
         }
         match (live, self.live) {
             (false, _) => (self.sim)(o),
@@ -220,6 +234,10 @@ pub struct RunOptions {
     pub traffic: Option<qosnet_live::labrun::TrafficSource>,
     /// Live runs' port devices (AF_PACKET unless `--device` says AF_XDP).
     pub devices: qosnet_live::netdev::PortDevices,
+    /// `--stall LEN/EVERY`: every run's routers stalled together on this
+    /// schedule, simulated and live alike (`qosnet sim --stall`, `qosnet
+    /// lab run --stall`). Only experiments with [`Experiment::stall`].
+    pub stall: Option<qosnet_scenario::stall::StallSpec>,
 }
 
 impl Default for RunOptions {
@@ -230,6 +248,7 @@ impl Default for RunOptions {
             prefix: qosnet_live::lab::DEFAULT_PREFIX.into(),
             traffic: None,
             devices: Default::default(),
+            stall: None,
         }
     }
 }

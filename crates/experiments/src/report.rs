@@ -213,6 +213,34 @@ pub fn write_outputs_with_paper(
 /// The injected stalls of a run (`--stall LEN/EVERY`), if any: live, how
 /// many the stall thread made on the router thread's CPU and how late they
 /// started; simulated, how many stalls the routers took together.
+/// The `stalls` section of a simulated run with `--stall`: the schedule,
+/// the nodes stalled together, and how many stalls they took (the
+/// engine's count, so an interrupted run shows fewer; a scenario's own
+/// stall faults of those nodes count too), in the live stall thread's
+/// terms, so [`stalls_line`] prints sim and live alike.
+pub fn sim_stalls_extra(
+    r: &Results,
+    spec: &qosnet_scenario::stall::StallSpec,
+    nodes: &[usize],
+    names: &[String],
+) -> serde_json::Value {
+    let stalled: Vec<&str> = nodes.iter().map(|&i| names[i].as_str()).collect();
+    let count = r
+        .nodes
+        .iter()
+        .filter(|n| stalled.contains(&n.name.as_str()))
+        .filter_map(|n| n.counters.get("stalls").copied())
+        .max()
+        .unwrap_or(0);
+    serde_json::json!({
+        "count": count,
+        "len_ns": spec.len.as_nanos(),
+        "every_ns": spec.every.as_nanos(),
+        "busy_ns": count * spec.len.as_nanos(),
+        "nodes": stalled,
+    })
+}
+
 pub fn stalls_line(r: &Results) -> Option<String> {
     let t = r.extra.get("stalls")?;
     let f = |k: &str| t.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
 use qosnet_scenario::results::Results;
+use qosnet_scenario::stall::StallSpec;
 use qosnet_scenario::{load_str, Scenario};
 use qosnet_sim::Sim;
 
@@ -43,6 +44,39 @@ pub(crate) fn simulate(sc: Scenario) -> Result<SimRun> {
 /// An embedded scenario with overrides, simulated.
 pub(crate) fn sim(e: &Embedded, sets: &[String]) -> Result<SimRun> {
     simulate(load(e, sets)?)
+}
+
+/// `--stall` applied to a loaded scenario: its routers stalled together
+/// (`StallSpec::apply`), to be reported by [`simulate_stalled`].
+pub(crate) struct Stalled {
+    spec: StallSpec,
+    nodes: Vec<usize>,
+}
+
+/// Apply `--stall`, if given, to a loaded scenario.
+pub(crate) fn stall(sc: &mut Scenario, spec: Option<StallSpec>) -> Result<Option<Stalled>> {
+    let Some(spec) = spec else { return Ok(None) };
+    let (nodes, _) = spec.apply(sc).map_err(|e| anyhow!(e))?;
+    Ok(Some(Stalled { spec, nodes }))
+}
+
+/// Simulate a loaded scenario that [`stall`] may have stalled; the
+/// results then carry the `stalls` section `qosnet sim --stall` writes.
+pub(crate) fn simulate_stalled(sc: Scenario, st: Option<&Stalled>) -> Result<SimRun> {
+    let names: Vec<String> = sc.nodes.iter().map(|n| n.name.clone()).collect();
+    let mut run = simulate(sc)?;
+    if let Some(st) = st {
+        let extra = crate::report::sim_stalls_extra(&run.results, &st.spec, &st.nodes, &names);
+        run.results.extra.insert("stalls".into(), extra);
+    }
+    Ok(run)
+}
+
+/// An embedded scenario with overrides and `--stall`, simulated.
+pub(crate) fn sim_stalled(e: &Embedded, sets: &[String], spec: Option<StallSpec>) -> Result<SimRun> {
+    let mut sc = load(e, sets)?;
+    let st = stall(&mut sc, spec)?;
+    simulate_stalled(sc, st.as_ref())
 }
 
 pub(crate) type Job<'a, T> = Box<dyn FnOnce() -> Result<T> + Send + 'a>;

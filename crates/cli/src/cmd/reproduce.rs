@@ -5,9 +5,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use clap::Args;
 use qosnet_experiments::RunOptions;
+use qosnet_scenario::stall::StallSpec;
 
 use crate::args::RunArgs;
 
@@ -43,6 +44,12 @@ pub struct ReproduceArgs {
     /// Used by the TDP and DiffServ experiments.
     #[arg(long, value_name = "[NODE[:PEER]=]KIND")]
     pub device: Vec<String>,
+    /// Stall the routers for LEN every EVERY from the start of traffic
+    /// (e.g. `300us/200ms`), in every run: simulated as `qosnet sim
+    /// --stall` does, live as `qosnet lab run --stall` does, so sim and
+    /// live are compared under the same stalls. The TDP experiment only.
+    #[arg(long, value_name = "LEN/EVERY")]
+    pub stall: Option<String>,
 }
 
 pub fn run(a: ReproduceArgs) -> Result<()> {
@@ -63,6 +70,12 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
         prefix: a.prefix,
         traffic: crate::args::parse_traffic(&a.traffic)?,
         devices,
+        stall: a
+            .stall
+            .as_deref()
+            .map(StallSpec::parse)
+            .transpose()
+            .map_err(|e| anyhow!(e))?,
     };
     e.run(a.live, &o)
 }

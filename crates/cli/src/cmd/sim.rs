@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use clap::Args;
 use qosnet_experiments::report;
-use qosnet_scenario::results::Results;
 use qosnet_scenario::stall::StallSpec;
 use qosnet_sim::Sim;
 
@@ -73,7 +72,7 @@ pub fn run(a: SimArgs) -> Result<()> {
     let mut r = sim.run();
     if let Some((spec, nodes)) = &stall {
         r.extra
-            .insert("stalls".into(), stalls_extra(&r, spec, nodes, &names));
+            .insert("stalls".into(), report::sim_stalls_extra(&r, spec, nodes, &names));
     }
     if sim.interrupted() {
         eprintln!(
@@ -127,26 +126,4 @@ pub fn run(a: SimArgs) -> Result<()> {
         anyhow::bail!("interrupted (partial results above)");
     }
     Ok(())
-}
-
-/// The `stalls` section of a run with `--stall`: the schedule, the nodes
-/// stalled together, and how many stalls they took (the engine's count, so
-/// an interrupted run shows fewer; a scenario's own stall faults of those
-/// nodes count too), in the live stall thread's terms.
-fn stalls_extra(r: &Results, spec: &StallSpec, nodes: &[usize], names: &[String]) -> serde_json::Value {
-    let stalled: Vec<&str> = nodes.iter().map(|&i| names[i].as_str()).collect();
-    let count = r
-        .nodes
-        .iter()
-        .filter(|n| stalled.contains(&n.name.as_str()))
-        .filter_map(|n| n.counters.get("stalls").copied())
-        .max()
-        .unwrap_or(0);
-    serde_json::json!({
-        "count": count,
-        "len_ns": spec.len.as_nanos(),
-        "every_ns": spec.every.as_nanos(),
-        "busy_ns": count * spec.len.as_nanos(),
-        "nodes": stalled,
-    })
 }

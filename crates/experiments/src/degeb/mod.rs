@@ -26,6 +26,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scenarios: SCENARIOS,
     sim: sim::run,
     live: Some(live::run),
+    stall: false,
 };
 
 /// T4's paths through 3, 4 and 5 routers (`--set flow.*.path=...`).

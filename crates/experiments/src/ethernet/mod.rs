@@ -21,4 +21,5 @@ pub static EXPERIMENT: Experiment = Experiment {
     scenarios: SCENARIOS,
     sim: sim::run,
     live: None,
+    stall: false,
 };

@@ -61,4 +61,5 @@ pub static EXPERIMENT: Experiment = Experiment {
     scenarios: SCENARIOS,
     sim: sim::run,
     live: Some(live::run),
+    stall: false,
 };

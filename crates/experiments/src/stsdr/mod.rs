@@ -33,4 +33,5 @@ pub static EXPERIMENT: Experiment = Experiment {
     scenarios: SCENARIOS,
     sim: sim::run,
     live: Some(live::run),
+    stall: false,
 };

@@ -22,16 +22,23 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let mut runs = Vec::new();
     let mut used = Vec::new();
     for e in SCENARIOS {
-        let sc = run::load(e, &sets)?;
+        let mut sc = run::load(e, &sets)?;
         let paper = paper_jitter(&sc);
         eprintln!("{}: simulating...", sc.name);
-        let sim = run::simulate(sc.clone())?.results;
+        // The same schedule on both sides: the simulated routers stalled
+        // together, the live router thread's core taken by a busy loop.
+        // The live lab runs the scenario without the added stall fault.
+        let live_sc = sc.clone();
+        let st = run::stall(&mut sc, o.stall)?;
+        let sim = run::simulate_stalled(sc, st.as_ref())?.results;
+        let sc = live_sc;
         eprintln!("{}: running live ({} s)...", sc.name, sc.duration.as_secs_f64());
         let lo = LiveOptions {
             prefix: o.prefix.clone(),
             emulate_cpu: true,
             traffic: o.traffic.unwrap_or_else(|| TrafficSource::auto(&sc)),
             devices: o.devices.clone(),
+            stalls: o.stall,
             ..LiveOptions::default()
         };
         let live = labrun::run(&sc, &lo, stop.clone()).map_err(|e| anyhow!("{}: {e}", sc.name))?;
@@ -135,6 +142,12 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             loss(&fifo.2),
             loss(&tdp.2)
         );
+        // The live runs' stalls are in their lateness lines below.
+        for (what, r) in [("sim FIFO", &fifo.1), ("sim TDP", &tdp.1)] {
+            if let Some(l) = report::stalls_line(r) {
+                outln!("{what}: {l}");
+            }
+        }
         outln!(
             "live FIFO: {}",
             lateness_line(&fifo.2).replace('\n', "\n           ")

@@ -24,6 +24,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scenarios: SCENARIOS,
     sim: sim::run,
     live: Some(live::run),
+    stall: true,
 };
 
 /// The tables: title, the FIFO and the TDP scenario (indices into

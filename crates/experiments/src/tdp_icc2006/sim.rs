@@ -19,7 +19,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     );
     let jobs: Vec<Job<SimRun>> = SCENARIOS
         .iter()
-        .map(|e| Box::new(|| run::sim(e, &sets)) as Job<SimRun>)
+        .map(|e| Box::new(|| run::sim_stalled(e, &sets, o.stall)) as Job<SimRun>)
         .collect();
     let runs = run::parallel(jobs)?;
     for (table, fi, ti, size) in TABLES {
@@ -30,6 +30,11 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             tdp.results.duration_s,
             tdp.results.seed
         );
+        for (what, r) in [("FIFO", &fifo.results), ("TDP", &tdp.results)] {
+            if let Some(l) = report::stalls_line(r) {
+                outln!("{what} run: {l}");
+            }
+        }
         outln!(
             "{:<8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
             "flow",
@@ -64,10 +69,15 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             .tf;
         let worst = tdp.results.flows.iter().map(|f| f.jitter_ns).max().unwrap_or(0);
         outln!(
-            "TDP bound: jitter < 2 TF = {:.0} us; worst qosnet TDP flow {}; {}-byte packets",
+            "TDP bound: jitter < 2 TF = {:.0} us; worst qosnet TDP flow {}; {}-byte packets{}",
             2.0 * tf.as_nanos() as f64 / 1e3,
             fmt_ns(worst as f64),
-            size
+            size,
+            if o.stall.is_some() {
+                " (the bound is for routers that keep time; these were stalled)"
+            } else {
+                ""
+            }
         );
         outln!(
             "link loads (IP level, TDP run) — paper: {}",
