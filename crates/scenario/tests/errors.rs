@@ -614,6 +614,29 @@ fn bytes_and_bits_are_not_confused() {
     check_hint(&t, "duration =", "unknown time unit", "ns, us");
 }
 
+/// An edge shaper that drops what waits longer than `shaper_max_hold`
+/// beside a flow whose packets come further apart: warned at the rate.
+#[test]
+fn a_flow_slower_than_the_shaper_hold_is_warned() {
+    let t = include_str!("../../../scenarios/tdp-icc2006/tdp-1002.toml");
+    let sc = load_str("tdp.toml", t, &[]).unwrap();
+    assert!(sc.warnings.is_empty(), "{:?}", sc.warnings);
+    let set = "defaults.flow.rate=\"200pps\"".to_string();
+    let sc = load_str("tdp.toml", t, std::slice::from_ref(&set)).unwrap();
+    assert_eq!(sc.warnings.len(), sc.flows.len(), "{:?}", sc.warnings);
+    let w = &sc.warnings[0];
+    assert_eq!(w.file, format!("--set {set}"));
+    assert!(
+        w.msg.contains("every 5ms") && w.msg.contains("shaper_max_hold = 1750us"),
+        "{w}"
+    );
+    // No bound, or flows outside TDP: nothing to say.
+    for more in ["tdp.shaper_max_hold=\"none\"", "defaults.flow.tdp=false"] {
+        let sc = load_str("tdp.toml", t, &[set.clone(), more.into()]).unwrap();
+        assert!(sc.warnings.is_empty(), "{more}: {:?}", sc.warnings);
+    }
+}
+
 #[test]
 fn accepted_nonsense_is_refused_or_warned() {
     let fl = |k: &str| BASE.replace("rate = \"1Mb/s\"", &format!("rate = \"1Mb/s\"\n{k}"));

@@ -442,6 +442,28 @@ pub(super) fn flows(
             ));
         }
         let tdp_flag = o.tdp.as_ref().map(|b| *b.get_ref()).unwrap_or(true);
+        // A packet that waits longer than shaper_max_hold at its edge for
+        // its reserved TF is dropped. A flow whose packets come further
+        // apart than that may have all of them arrive too early: a CBR
+        // flow keeps its phase against its slots (lowering the ICC 2006
+        // testbed's 800 pps to 200 pps lost every packet of four flows).
+        if let Some(hold) = tdp.as_ref().filter(|_| tdp_flag).and_then(|t| t.shaper_max_hold) {
+            let gap = 1.0 / pps;
+            if gap > hold.as_secs_f64() {
+                cx.warn(
+                    rate_span.clone(),
+                    format!(
+                        "flow `{name}` sends a packet every {} on average, longer than [tdp] shaper_max_hold = {}: \
+                         a packet that reaches its edge more than {} before its time frame is dropped (shaper_hold), \
+                         and a CBR flow keeps that phase, so it may lose every packet; \
+                         set shaper_max_hold = \"none\" or to at least the flow's period",
+                        fmt_dur(Duration((gap * 1e9).round() as u64)),
+                        fmt_dur(hold),
+                        fmt_dur(hold),
+                    ),
+                );
+            }
+        }
         let tdp_delay = fl
             .tdp_delay
             .as_ref()
