@@ -176,6 +176,51 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     qosnet().args(["sim", "--frobnicate"]).assert().failure();
 }
 
+/// Every node is shown as what it is, and layer-2 ports without an
+/// address they do not have.
+#[test]
+fn check_names_every_node_kind() {
+    let out = qosnet()
+        .args(["check", "scenarios/stsdr/lds.toml"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    for want in [
+        "node tsw (switch)",
+        "node lb1 (stsdr-balancer)",
+        "node fe1 (stsdr-forwarder)",
+        "node g1 (host)",
+        "  port mac 02:71:00:00:00:02 -> lb1",
+        "  port 10.0.0.1/24 mac 02:71:00:00:00:01 -> tsw",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    assert!(!text.contains("0.0.0.0"), "{text}");
+}
+
+/// `reproduce stsdr --set trace=FILE` reads the capture before any
+/// simulation: a bad file is exit 2 with nothing printed, not an error
+/// after a minute of the other tables.
+#[test]
+fn reproduce_stsdr_refuses_a_bad_trace_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("not.pcap");
+    std::fs::write(&f, "root:x:0:0\n").unwrap();
+    let a = qosnet()
+        .args(["reproduce", "stsdr", "--set"])
+        .arg(format!("trace={}", f.display()))
+        .assert()
+        .code(2);
+    let o = a.get_output();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a readable pcap file"), "{err}");
+    assert!(o.stdout.is_empty(), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
 #[test]
 fn check_shows_routes_and_plan() {
     let out = qosnet()

@@ -800,7 +800,7 @@ pub fn slurm_script(qosnet: &Path, manifest: &Path, rows: usize) -> String {
     format!(
         "#!/bin/bash\n\
 # qosnet sweep as a Slurm job array: array task N runs row N of\n\
-# {m} and records it in runs/row-NNNNN.json beside it (the directory\n\
+# {m} and records it in runs/<hash of its settings>.json beside it (the directory\n\
 # must be on a file system every node sees).\n\
 #   submit:  sbatch {script}\n\
 #   gather:  qosnet sweep {mq}   (tables and plots; finished rows are not redone)\n\

@@ -17,19 +17,15 @@ pub fn run(a: ScenarioArgs) -> Result<()> {
         sc.flows.len()
     );
     for (i, n) in sc.nodes.iter().enumerate() {
-        outln!(
-            "node {} ({})",
-            n.name,
-            if n.is_router() { "router" } else { "host" }
-        );
+        outln!("node {} ({})", n.name, n.kind_name());
         for f in &net.nodes[i].ifaces {
-            outln!(
-                "  port {}/{} mac {} -> {}",
-                f.ip,
-                f.prefix_len,
-                f.mac,
-                sc.nodes[f.peer].name
-            );
+            // Layer-2 ports (a switch's, a segment's) have no address.
+            let addr = if f.ip.is_unspecified() {
+                String::new()
+            } else {
+                format!(" {}/{}", f.ip, f.prefix_len)
+            };
+            outln!("  port{addr} mac {} -> {}", f.mac, sc.nodes[f.peer].name);
         }
         for r in net.nodes[i].routes.iter() {
             outln!("  route {r}");

@@ -209,6 +209,10 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             None => sets.push(s),
         }
     }
+    // A bad trace fails now, not after a minute of the other tables.
+    let trace = trace
+        .map(|path| super::trace::read(std::path::Path::new(&path)).map(|t| (path, t)))
+        .transpose()?;
     let base = run::load(&SCENARIOS[0], &sets)?;
     let lds = run::load(&SCENARIOS[2], &sets)?;
     let mds = run::load(&SCENARIOS[1], &sets)?;
@@ -389,9 +393,8 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         100.0
     );
 
-    let variable = match &trace {
-        Some(path) => {
-            let t = super::trace::read(std::path::Path::new(path))?;
+    let variable = match trace {
+        Some((path, t)) => {
             let mean = t.sizes.iter().map(|&s| s as f64).sum::<f64>() / t.sizes.len() as f64;
             outln!(
                 "\nvariable sizes: {path}, {} IP packets (mean {mean:.1} B), {} non-IP skipped",
