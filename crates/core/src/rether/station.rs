@@ -256,8 +256,20 @@ impl StationConfig {
         Duration(
             self.switch_ack_timeout
                 .0
-                .saturating_mul(self.switch_retries as u64 + 1),
-        ) + self.silence_timeout()
+                .saturating_mul(self.switch_retries as u64),
+        ) + self.last_switch_wait()
+            + self.silence_timeout()
+    }
+    /// How long an initiator waits after its last switch message before
+    /// it declares the silent stations dead: long enough for a NIC that
+    /// was deep in backoff when the message came to send what it held and
+    /// then the acknowledgement. Declared dead sooner, such a station's
+    /// late CSMA frame, acknowledgement and join fell into the first
+    /// token cycles and delayed an admitted session's visit by 0.7 ms (a
+    /// property test found it, 2026-11-24).
+    pub fn last_switch_wait(&self) -> Duration {
+        self.switch_ack_timeout
+            .max(self.timing.nic_hold_max() + self.ack_margin)
     }
 }
 
@@ -2380,8 +2392,14 @@ impl Node for RetherStation {
             }
             OutKind::Switch => {
                 if sent {
+                    let (wait, last) = (self.cfg.switch_ack_timeout, self.cfg.last_switch_wait());
                     if let Mode::Initiating(init) = &mut self.mode {
-                        init.deadline = Some(now + self.cfg.switch_ack_timeout);
+                        let wait = if init.tries >= self.cfg.switch_retries {
+                            last
+                        } else {
+                            wait
+                        };
+                        init.deadline = Some(now + wait);
                     }
                     self.try_complete_switch(now);
                 } else {

@@ -103,6 +103,16 @@ impl TimingModel {
         }
     }
 
+    /// The longest a NIC can still hold a frame once every other station
+    /// has gone quiet: IEEE 802.3's largest backoff (2^10 - 1 slot times
+    /// of 512 bits, §4.2.3.2.5), then the longest frame. A station that
+    /// hears a switch message while its NIC is that deep in backoff (the
+    /// capture effect of a saturated segment) can acknowledge only after.
+    pub fn nic_hold_max(&self) -> Duration {
+        let slot = Duration::for_bytes(512 / 8, self.rate_bps);
+        Duration(slot.0 * 1023) + self.wire_time(1514)
+    }
+
     /// Time a frame of `frame_len` bytes (no FCS) occupies the wire.
     pub fn wire_time(&self, frame_len: usize) -> Duration {
         Duration::for_bytes(self.framing.wire_bytes(frame_len), self.rate_bps)
