@@ -176,19 +176,24 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     qosnet().args(["sim", "--frobnicate"]).assert().failure();
 }
 
-/// Every node is shown as what it is, and layer-2 ports without an
-/// address they do not have.
-#[test]
-fn check_names_every_node_kind() {
+/// `qosnet check FILE` (a path from the repository's root): its output.
+fn check_output(file: &str) -> String {
     let out = qosnet()
-        .args(["check", "scenarios/stsdr/lds.toml"])
+        .args(["check", file])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .assert()
         .success()
         .get_output()
         .stdout
         .clone();
-    let text = String::from_utf8(out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Every node is shown as what it is, and layer-2 ports without an
+/// address they do not have.
+#[test]
+fn check_names_every_node_kind() {
+    let text = check_output("scenarios/stsdr/lds.toml");
     for want in [
         "node tsw (switch)",
         "node lb1 (stsdr-balancer)",
@@ -223,15 +228,7 @@ fn reproduce_stsdr_refuses_a_bad_trace_first() {
 
 #[test]
 fn check_shows_routes_and_plan() {
-    let out = qosnet()
-        .args(["check", "scenarios/tdp-icc2006/tdp-482.toml"])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = check_output("scenarios/tdp-icc2006/tdp-482.toml");
     assert!(
         text.contains("ttl 64..=64")
             && text.contains("TDP reservation plan")
