@@ -987,4 +987,17 @@ fn bad_stall_faults() {
     check(&format!("{BASE}{kill}"), "for = ", "does not apply");
     let kill = "\n[[fault]]\nkind = \"kill\"\nat = \"100ms\"\n";
     check(&format!("{BASE}{kill}"), "kind = \"kill\"", "names no `node`");
+    // `count` is the RETHER token faults' own, on either kind.
+    let kill = "\n[[fault]]\nkind = \"kill\"\nnode = \"R1\"\nat = \"100ms\"\ncount = 2\n";
+    check(
+        &format!("{BASE}{kill}"),
+        "count = ",
+        "`count` does not apply to kind = \"kill\"",
+    );
+    let stall = ok.replacen("for = ", "count = 2\nfor = ", 1);
+    check(
+        &format!("{BASE}{stall}"),
+        "count = ",
+        "`count` does not apply to kind = \"stall\"",
+    );
 }

@@ -65,6 +65,18 @@ fn start_at(cx: &Ctx, fl: &raw::Fault, duration: Duration, within: &str) -> Resu
     Ok(at)
 }
 
+/// `count` belongs to the RETHER token faults, not to `kind`.
+fn no_count(cx: &Ctx, fl: &raw::Fault, kind: &str) -> Result<(), ScenarioError> {
+    match &fl.count {
+        Some(c) => Err(cx.err(
+            c.span(),
+            format!("`count` does not apply to kind = \"{kind}\""),
+            "count goes with the RETHER token faults",
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Every `kind = "stall"` fault of `[[fault]]`, validated: the nodes it
 /// freezes, when, for how long and how often.
 pub(super) fn stalls(
@@ -89,13 +101,7 @@ pub(super) fn stalls(
                 "a stalled node runs on by itself after `for`; restart goes with kind = \"kill\"",
             ));
         }
-        if let Some(c) = &fl.count {
-            return Err(cx.err(
-                c.span(),
-                "`count` does not apply to kind = \"stall\"",
-                "count goes with the RETHER token faults",
-            ));
-        }
+        no_count(cx, fl, STALL)?;
         // The nodes: `node`, `nodes`, or both (their union, each once).
         let mut idx: Vec<usize> = Vec::new();
         if let Some(n) = &fl.node {
@@ -245,13 +251,7 @@ pub(super) fn kills(
                 "kill the stations on it instead",
             ));
         }
-        if let Some(c) = &fl.count {
-            return Err(cx.err(
-                c.span(),
-                "`count` does not apply to kind = \"kill\"",
-                "count goes with the RETHER token faults",
-            ));
-        }
+        no_count(cx, fl, KILL)?;
         let at = start_at(cx, fl, duration, within)?;
         let restart = match &fl.restart {
             None => None,
