@@ -6,6 +6,12 @@ fn qosnet() -> Command {
     Command::cargo_bin("qosnet").unwrap()
 }
 
+/// `qosnet ARGS` must be refused with exit status 2: its stderr.
+fn refused(args: &[&str]) -> String {
+    let a = qosnet().args(args).assert().code(2);
+    String::from_utf8(a.get_output().stderr.clone()).unwrap()
+}
+
 #[test]
 fn sim_default_writes_results() {
     let dir = tempfile::tempdir().unwrap();
@@ -140,20 +146,12 @@ fn reproduce_tdp_under_stalls() {
             "a 1 ms stall of every router shows in TDP's jitter: {b} ns"
         );
     }
-    let a = qosnet()
-        .args(["reproduce", "diffserv", "--stall", "1ms/500ms"])
-        .assert()
-        .code(2);
-    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    let err = refused(&["reproduce", "diffserv", "--stall", "1ms/500ms"]);
     assert!(
         err.contains("does not take --stall") && err.contains("qosnet sim --stall"),
         "{err}"
     );
-    let a = qosnet()
-        .args(["reproduce", "tdp", "--stall", "1ms/1ms"])
-        .assert()
-        .code(2);
-    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    let err = refused(&["reproduce", "tdp", "--stall", "1ms/1ms"]);
     assert!(err.contains("--stall 1ms/1ms:"), "{err}");
 }
 
@@ -165,11 +163,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     let a = qosnet().arg("sim").arg(&f).assert().code(2);
     let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
     assert!(err.contains("bad.toml:3:") && err.contains("hint:"), "{err}");
-    let a = qosnet()
-        .args(["sim", "--set", "flow.nope.size=3"])
-        .assert()
-        .code(2);
-    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    let err = refused(&["sim", "--set", "flow.nope.size=3"]);
     assert!(err.contains("no flow named `nope`"), "{err}");
     qosnet().args(["sim", "/nonexistent/x.toml"]).assert().code(2);
     qosnet().args(["reproduce", "nopaper"]).assert().code(2);
@@ -257,8 +251,7 @@ fn reproduce_lists_every_experiment_of_the_registry() {
 
 #[test]
 fn unknown_experiment_is_exit_2_with_the_list() {
-    let a = qosnet().args(["reproduce", "nopaper"]).assert().code(2);
-    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    let err = refused(&["reproduce", "nopaper"]);
     assert!(err.contains("unknown experiment `nopaper`"), "{err}");
     for e in qosnet_experiments::registry() {
         assert!(err.contains(e.name()) && err.contains(e.description), "{err}");
@@ -272,10 +265,7 @@ fn unknown_experiment_is_exit_2_with_the_list() {
 #[test]
 fn overrides_apply_equally_to_sim_check_and_reproduce() {
     let cmds: [&[&str]; 3] = [&["sim"], &["check"], &["reproduce", "tdp"]];
-    let err_of = |cmd: &[&str], extra: &[&str]| {
-        let a = qosnet().args(cmd).args(extra).assert().code(2);
-        String::from_utf8(a.get_output().stderr.clone()).unwrap()
-    };
+    let err_of = |cmd: &[&str], extra: &[&str]| refused(&[cmd, extra].concat());
     for cmd in cmds {
         let e = err_of(cmd, &["--set", "flow.nope.size=3"]);
         assert!(e.contains("no flow named `nope`"), "{cmd:?}: {e}");
@@ -526,11 +516,7 @@ fn sim_stall_flag_stalls_the_routers_or_says_why_not() {
         "{text}"
     );
     for bad in ["1ms", "0s/1s", "2s/1s", "1ms/1ms"] {
-        let a = qosnet()
-            .args(["sim", sc, "--duration", "2s", "--stall", bad])
-            .assert()
-            .code(2);
-        let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+        let err = refused(&["sim", sc, "--duration", "2s", "--stall", bad]);
         assert!(
             err.contains(&format!("--stall {bad}:")) && err.contains("e.g."),
             "{bad}: {err}"
