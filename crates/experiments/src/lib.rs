@@ -102,14 +102,11 @@ impl Experiment {
             report::check_out_dir(dir)?;
         }
         if let (Some(s), false) = (&o.stall, self.stall) {
+            let spec = format!("{}/{}", s.len, s.every);
             anyhow::bail!(
-                "--stall {}/{}: experiment {} does not take --stall (the TDP testbed does: `qosnet reproduce tdp --stall {}/{}`); \
+                "--stall {spec}: experiment {} does not take --stall (the TDP testbed does: `qosnet reproduce tdp --stall {spec}`); \
                  stall one of its scenarios with `qosnet sim --stall` or `qosnet lab run --stall`",
-                s.len,
-                s.every,
-                self.name(),
-                s.len,
-                s.every
+                self.name()
             );
         }
         match (live, self.live) {

@@ -2392,12 +2392,11 @@ impl Node for RetherStation {
             }
             OutKind::Switch => {
                 if sent {
-                    let (wait, last) = (self.cfg.switch_ack_timeout, self.cfg.last_switch_wait());
                     if let Mode::Initiating(init) = &mut self.mode {
                         let wait = if init.tries >= self.cfg.switch_retries {
-                            last
+                            self.cfg.last_switch_wait()
                         } else {
-                            wait
+                            self.cfg.switch_ack_timeout
                         };
                         init.deadline = Some(now + wait);
                     }

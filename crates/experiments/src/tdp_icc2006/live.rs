@@ -22,16 +22,15 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let mut runs = Vec::new();
     let mut used = Vec::new();
     for e in SCENARIOS {
-        let mut sc = run::load(e, &sets)?;
+        let sc = run::load(e, &sets)?;
         let paper = paper_jitter(&sc);
         eprintln!("{}: simulating...", sc.name);
         // The same schedule on both sides: the simulated routers stalled
-        // together, the live router thread's core taken by a busy loop.
-        // The live lab runs the scenario without the added stall fault.
-        let live_sc = sc.clone();
-        let st = run::stall(&mut sc, o.stall)?;
-        let sim = run::simulate_stalled(sc, st.as_ref())?.results;
-        let sc = live_sc;
+        // together (a stall fault added to the sim's copy), the live
+        // router thread's core taken by a busy loop.
+        let mut sim_sc = sc.clone();
+        let st = run::stall(&mut sim_sc, o.stall)?;
+        let sim = run::simulate_stalled(sim_sc, st.as_ref())?.results;
         eprintln!("{}: running live ({} s)...", sc.name, sc.duration.as_secs_f64());
         let lo = LiveOptions {
             prefix: o.prefix.clone(),
