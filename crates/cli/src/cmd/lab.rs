@@ -133,7 +133,8 @@ pub struct LabRunArgs {
     #[arg(long)]
     pub processes: bool,
     /// `kill -9` a node's process this long after traffic starts:
-    /// NODE@TIME, e.g. fe2@1.5s (a real node failure; needs --processes).
+    /// NODE@TIME, e.g. fe2@1.5s (a real node failure; needs --processes,
+    /// implied by RETHER stations).
     /// Repeatable.
     #[arg(long, value_name = "NODE@TIME")]
     pub kill: Vec<String>,
@@ -274,7 +275,7 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
         if sc.node_index(node).is_none() {
             anyhow::bail!("--kill {k}: the scenario has no node {node}");
         }
-        if !a.processes {
+        if o.processes.is_none() {
             anyhow::bail!("--kill {k}: needs --processes (each node its own process)");
         }
         o.kills.push((node.to_string(), crate::args::parse_duration(at)?));
