@@ -321,6 +321,15 @@ pub fn measure_timer_noise(duration: std::time::Duration) -> TimerNoise {
     }
 }
 
+/// Time the calling thread has spent runnable but not running (waiting
+/// for a CPU held by others), from `/proc/thread-self/schedstat`: what a
+/// timing test uses to tell contention from its own lateness.
+#[cfg(test)]
+pub(crate) fn thread_runqueue_wait_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,10 +352,7 @@ mod tests {
         // during which the thread sat runnable but not running for more
         // than 10 us is explained by contention, and only the others are
         // held to the bound.
-        fn runqueue_wait_ns() -> Option<u64> {
-            let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-            s.split_whitespace().nth(1)?.parse().ok()
-        }
+        use super::thread_runqueue_wait_ns as runqueue_wait_ns;
         for clock in [Clock::realtime(), Clock::monotonic()] {
             let mut late = Lateness::new();
             let mut contended = 0;

@@ -193,14 +193,16 @@ impl Waiter {
 }
 
 /// An in-memory device for tests and examples: frames sent on one end of a
-/// [`mem_pair`] arrive at the other.
+/// [`mem_pair`] arrive at the other, stamped with the time they were sent
+/// (a wire of no length: the stamp does not depend on when the reader
+/// gets round to polling).
 pub struct MemDevice {
-    rx: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>,
-    tx: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>,
+    rx: Queue,
+    tx: Queue,
     stats: DeviceStats,
 }
 
-type Queue = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>;
+type Queue = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<(Instant, Vec<u8>)>>>;
 
 /// Two connected in-memory devices.
 pub fn mem_pair() -> (MemDevice, MemDevice) {
@@ -224,12 +226,12 @@ impl Device for MemDevice {
     fn recv_batch(&mut self, max: usize, mut f: impl FnMut(&[u8], Instant)) -> io::Result<usize> {
         let mut n = 0;
         while n < max {
-            let Some(fr) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).pop_front() else {
+            let Some((t, fr)) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).pop_front() else {
                 break;
             };
             self.stats.rx_frames += 1;
             self.stats.rx_bytes += fr.len() as u64;
-            f(&fr, clock::now());
+            f(&fr, t);
             n += 1;
         }
         Ok(n)
@@ -240,7 +242,7 @@ impl Device for MemDevice {
         self.tx
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push_back(frame.to_vec());
+            .push_back((clock::now(), frame.to_vec()));
         Ok(())
     }
     fn flush(&mut self) -> io::Result<()> {

@@ -873,11 +873,20 @@ mod tests {
             assert_eq!(wire::parse_ipv4(f).unwrap().ttl, 63);
         }
         // 20 frames of 1014 + 24 wire bytes at 10 Mb/s: 830.4 µs apart,
-        // 15.8 ms in all (arrival times are the reader's, polled every
-        // 200 µs, so allow slack).
+        // 15.8 ms in all (stamped when sent). A driver late by L on its
+        // first departures sends the rest sooner, so the lower bound holds
+        // only for L well under the frames' 830 µs.
         let span = data.last().unwrap().0 - data[0].0;
-        assert!((14_000_000..40_000_000).contains(&span), "span {span} ns");
         let rep = d.report();
+        assert!(span < 40_000_000, "span {span} ns");
+        if rep.lateness.max_ns < 500_000 {
+            assert!(span >= 15_000_000, "span {span} ns ({:?})", rep.lateness);
+        } else {
+            eprintln!(
+                "NOTE: pacing not checked: the driver was {} ns late",
+                rep.lateness.max_ns
+            );
+        }
         assert_eq!(rep.ports.len(), 2);
         assert!(rep.stats.deadlines >= 19, "{:?}", rep.stats);
         assert!(rep.lateness.count > 0);

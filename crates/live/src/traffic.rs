@@ -694,6 +694,16 @@ mod tests {
 
     /// Run `cfg` against a fresh loopback sink; returns both reports.
     fn run(cfgs: Vec<GenConfig>, listen: Duration) -> (Vec<GenReport>, Vec<FlowReport>, SinkCounters) {
+        let (g, f, c, _) = run_timed(cfgs, listen);
+        (g, f, c)
+    }
+
+    /// [`run`], with each generator thread's run-queue wait (time it was
+    /// kept off a CPU by others, if the kernel tells).
+    fn run_timed(
+        cfgs: Vec<GenConfig>,
+        listen: Duration,
+    ) -> (Vec<GenReport>, Vec<FlowReport>, SinkCounters, Vec<Option<u64>>) {
         let (mut sink, addr) = loopback_sink();
         let stop = Arc::new(AtomicBool::new(false));
         let gens: Vec<_> = cfgs
@@ -701,17 +711,24 @@ mod tests {
             .map(|mut c| {
                 c.dst = addr;
                 let stop = stop.clone();
-                std::thread::spawn(move || run_gen(&c, &stop).unwrap())
+                std::thread::spawn(move || {
+                    let before = clock::thread_runqueue_wait_ns();
+                    let r = run_gen(&c, &stop).unwrap();
+                    let wait = Option::zip(before, clock::thread_runqueue_wait_ns())
+                        .map(|(a, b)| b.saturating_sub(a));
+                    (r, wait)
+                })
             })
             .collect();
         sink.run_until(clock::now() + listen, &AtomicBool::new(false))
             .unwrap();
-        let reps: Vec<GenReport> = gens.into_iter().map(|g| g.join().unwrap()).collect();
+        let (reps, waits): (Vec<GenReport>, Vec<Option<u64>>) =
+            gens.into_iter().map(|g| g.join().unwrap()).unzip();
         // Collect stragglers.
         sink.poll(Duration::from_millis(50)).unwrap();
         let sent = reps.iter().map(|r| (r.flow, r.sent)).collect();
         let flows = sink.reports(&sent);
-        (reps, flows, sink.counters())
+        (reps, flows, sink.counters(), waits)
     }
 
     #[test]
@@ -719,7 +736,7 @@ mod tests {
         let any = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9);
         let mut cfg = GenConfig::cbr(any, 7, Rate::Pps(1000.0), 200, Duration::from_secs(1));
         cfg.dscp = 46; // EF
-        let (g, f, c) = run(vec![cfg], Duration::from_millis(1300));
+        let (g, f, c, wait) = run_timed(vec![cfg], Duration::from_millis(1300));
         assert_eq!(g[0].sent, 1000, "{:?}", g[0]);
         assert_eq!(g[0].send_errors, 0);
         assert_eq!(g[0].sent_ip_bytes, 200_000);
@@ -732,16 +749,36 @@ mod tests {
         assert!(r.delay_ns.min > 0 && r.delay_ns.min <= r.delay_ns.p50);
         assert!(r.delay_ns.p50 <= r.delay_ns.p99 && r.delay_ns.p99 <= r.delay_ns.max);
         assert_eq!(r.jitter_ns, r.delay_ns.max - r.delay_ns.min);
-        // 1000 pps × 200 B × 8 = 1.6 Mb/s.
-        assert!(
-            (r.throughput_bps - 1.6e6).abs() < 0.05 * 1.6e6,
-            "{}",
-            r.throughput_bps
-        );
         assert_eq!(c.not_probe + c.bad_seq + c.socket_drops, 0);
         assert_eq!(c.no_kernel_timestamp, 0);
-        // The pacing kept to schedule (median within 50 µs).
-        assert!(g[0].lateness.p50_ns < 50_000, "{:?}", g[0].lateness);
+        // Timing, held to what the machine allowed: the median send within
+        // 50 µs of schedule unless other threads kept the generator off a
+        // CPU for 25 ms in all (enough to delay 500 of its 1000 wake-ups
+        // by 50 µs); the rate within 5 % (1000 pps × 200 B × 8 = 1.6 Mb/s,
+        // first to last arrival) unless a send was 40 ms late.
+        let wait = wait[0].unwrap_or(0);
+        if wait < 25_000_000 {
+            assert!(
+                g[0].lateness.p50_ns < 50_000,
+                "{:?} (run-queue wait {wait} ns)",
+                g[0].lateness
+            );
+        } else {
+            eprintln!("NOTE: pacing not checked: the generator waited {wait} ns for a CPU");
+        }
+        if g[0].lateness.max_ns < 40_000_000 {
+            assert!(
+                (r.throughput_bps - 1.6e6).abs() < 0.05 * 1.6e6,
+                "{} ({:?})",
+                r.throughput_bps,
+                g[0].lateness
+            );
+        } else {
+            eprintln!(
+                "NOTE: rate not checked: a send was {} ns late",
+                g[0].lateness.max_ns
+            );
+        }
         // The report serialises for the CLI.
         let j = serde_json::to_string(r).unwrap();
         assert!(j.contains("\"jitter_ns\""));
