@@ -76,6 +76,10 @@ fn lab_run_prints_the_flow_table_and_cleans_up() {
             "scenarios/live/line.toml",
             "--duration",
             "1s",
+            // No loss is checked always: 2 s of drain deliver what a
+            // stalled sender or router sends late.
+            "--set",
+            "scenario.drain=2s",
             "--prefix",
             &prefix,
             "--out",

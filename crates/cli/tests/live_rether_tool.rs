@@ -135,8 +135,21 @@ fn rether_tool_session_holds_its_reservation_under_nrt_load_live() {
         .trim_end_matches(':')
         .to_string();
     rethctl::parse_session(&session).unwrap();
-    // Every station's token carries it, with its reservation.
-    let s2 = status(&prefix, "s2");
+    // Every station's token carries it, with its reservation: s2 sees it
+    // once s1 has passed the token on (s1 answers while it may still hold
+    // it, and a stall of either station delays that).
+    let t = Instant::now();
+    let s2 = loop {
+        let s2 = status(&prefix, "s2");
+        if rt_set(&s2).contains(&session) {
+            break s2;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{session} not in s2's RT set: {s2}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(s2["mode"], "rether");
     let entry = s2["token"]["rt_set"]
         .as_array()

@@ -79,6 +79,19 @@ fn worst_lateness(r: &Results) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Whether the state the nodes ended in (live forwarders, who is master)
+/// is the protocol's alone: a node process late by 100 ms or more may have
+/// missed the 300 ms timeouts near the end (a live forwarder declared
+/// down, a second election), so that state is then not checked.
+fn punctual(r: &Results) -> bool {
+    let worst = worst_lateness(r);
+    if worst < 100_000_000 {
+        return true;
+    }
+    eprintln!("NOTE: end state (live forwarders, master) not checked: a node process was {worst} ns late");
+    false
+}
+
 fn print_flows(r: &Results) {
     eprintln!("  node timers late by up to {} ns", worst_lateness(r));
     for f in &r.flows {
@@ -176,11 +189,17 @@ fn stsdr_lds_live_delivers_and_runs_ds_cycles() {
             );
         }
         assert!(counter(&r, lb, "rx_ds") > 0, "{lb} heard no DS frame");
-        assert_eq!(counter(&r, lb, "alive"), 3, "{lb} does not see 3 live forwarders");
     }
-    // The DS cycle runs everywhere: FE 0 (fe1) is the master, everyone
-    // broadcasts one DS frame per cycle and hears the others'.
-    assert_eq!(counter(&r, "fe1", "is_master"), 1);
+    let punctual = punctual(&r);
+    if punctual {
+        for lb in ["lb1", "lb2"] {
+            assert_eq!(counter(&r, lb, "alive"), 3, "{lb} does not see 3 live forwarders");
+        }
+        // FE 0 (fe1) is the master.
+        assert_eq!(counter(&r, "fe1", "is_master"), 1);
+    }
+    // The DS cycle runs everywhere: everyone broadcasts one DS frame per
+    // cycle and hears the others'.
     let master_cycles = counter(&r, "fe1", "cycles_started");
     assert!(
         master_cycles > 100,
@@ -197,7 +216,9 @@ fn stsdr_lds_live_delivers_and_runs_ds_cycles() {
         assert!(counter(&r, fe, "matched_pkts") > 0, "{fe}: never matched");
     }
     for fe in ["fe2", "fe3"] {
-        assert_eq!(counter(&r, fe, "is_master"), 0, "{fe} is master too");
+        if punctual {
+            assert_eq!(counter(&r, fe, "is_master"), 0, "{fe} is master too");
+        }
         assert!(
             counter(&r, fe, "clocks_adopted") > 0,
             "{fe} never adopted the master's clocks"
@@ -223,16 +244,21 @@ fn stsdr_live_forwarder_kill_rehashes() {
         r.nodes.iter().all(|n| n.name != "fe3"),
         "a SIGKILLed node has no report"
     );
+    let punctual = punctual(&r);
     for lb in ["lb1", "lb2"] {
         assert!(counter(&r, lb, "fe_down") >= 1, "{lb} never saw fe3 go down");
         assert!(counter(&r, lb, "rehashed") > 0, "{lb} re-hashed nothing");
-        assert_eq!(counter(&r, lb, "alive"), 2, "{lb}: live forwarders at the end");
+        if punctual {
+            assert_eq!(counter(&r, lb, "alive"), 2, "{lb}: live forwarders at the end");
+        }
     }
     for fe in ["fe1", "fe2"] {
         assert!(counter(&r, fe, "fe_declared_dead") >= 1, "{fe} never dropped fe3");
         assert!(counter(&r, fe, "cycles") > 100, "{fe} stopped cycling");
     }
-    assert_eq!(counter(&r, "fe1", "is_master"), 1, "fe1 stays master");
+    if punctual {
+        assert_eq!(counter(&r, "fe1", "is_master"), 1, "fe1 stays master");
+    }
     kill_delivery(&r, 0.6, 0.6, 1);
 }
 
@@ -248,15 +274,20 @@ fn stsdr_live_master_kill_elects() {
     let r = run_live("c", &[("fe1", Duration::from_millis(1500))]);
     print_flows(&r);
     assert!(counter(&r, "fe2", "elections_won") >= 1, "fe2 never took over");
-    assert_eq!(counter(&r, "fe2", "is_master"), 1, "fe2 is master at the end");
-    assert_eq!(counter(&r, "fe3", "is_master"), 0, "fe3 is not master");
     assert!(
         counter(&r, "fe3", "master_lost") >= 1,
         "fe3 never noticed the master's death"
     );
+    let punctual = punctual(&r);
+    if punctual {
+        assert_eq!(counter(&r, "fe2", "is_master"), 1, "fe2 is master at the end");
+        assert_eq!(counter(&r, "fe3", "is_master"), 0, "fe3 is not master");
+    }
     for lb in ["lb1", "lb2"] {
         assert!(counter(&r, lb, "rehashed") > 0, "{lb} re-hashed nothing");
-        assert_eq!(counter(&r, lb, "alive"), 2, "{lb}: live forwarders at the end");
+        if punctual {
+            assert_eq!(counter(&r, lb, "alive"), 2, "{lb}: live forwarders at the end");
+        }
     }
     // With the master gone no DS cycle runs until the election ends, so
     // the balancers may declare all three forwarders down (fe_down 3),

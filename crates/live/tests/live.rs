@@ -161,8 +161,19 @@ fn ping_through_a_qosnet_router_and_to_it() {
         "{:?}",
         r.extra_counters()
     );
+    // R knows both hosts: from its own start-up requests, or from theirs
+    // (RFC 826 merges a request's sender), whichever came first. A CI run
+    // (2026-11-24) had h1's request reach R before R's own first timeout,
+    // so R resolved only h2.
+    for (port, host) in [(0, "10.0.0.1"), (1, "10.0.1.2")] {
+        assert!(
+            r.ports()[port].neighbor(h(host)).is_some(),
+            "R does not know {host}: {:?}",
+            r.extra_counters()
+        );
+    }
     assert!(
-        r.counters.control_count("arp_resolved") >= 2,
+        r.counters.control_count("arp_resolved") >= 1,
         "{:?}",
         r.extra_counters()
     );
@@ -210,7 +221,13 @@ fn scenario_flows_arrive_complete() {
         .as_u64()
         .unwrap_or(u64::MAX);
     if gen_late < 20_000_000 {
-        assert!((1790..=1810).contains(&a.sent), "{a:?}");
+        // Counted by when each packet left: a send late by L at either
+        // edge of the window moves L × 2000 pps packets across it.
+        let slack = 10 + 2 * gen_late * 2000 / 1_000_000_000;
+        assert!(
+            a.sent.abs_diff(1800) <= slack,
+            "{a:?} (generator {gen_late} ns late)"
+        );
     } else {
         eprintln!(
             "NOTE {}:{}: flow a's generator was {} ms late: sent {} (1790-1810 not required)",
@@ -224,7 +241,11 @@ fn scenario_flows_arrive_complete() {
     assert_eq!((a.received, a.lost), (a.sent, 0), "{a:?}");
     assert!(b.sent > 300, "{b:?}");
     assert_eq!((b.received, b.lost), (b.sent, 0), "{b:?}");
-    assert!(a.delay_ns.min > 0 && a.delay_ns.max < 50_000_000, "{a:?}");
+    // Plus the time the threads were denied the CPU (under 100 ms here).
+    assert!(
+        a.delay_ns.min > 0 && a.delay_ns.max < 50_000_000 + denied,
+        "{a:?} (denied {denied} ns)"
+    );
     // Link loads: 2000 pps × 500 B = 8 Mb/s on R->h2.
     let l = r.link("R->h2").unwrap();
     assert!((l.load_bps - 8e6).abs() < 0.1 * 8e6, "{l:?}");
@@ -308,7 +329,9 @@ fn switched_lan_with_vlans_and_a_segment() {
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
-    let sc = load_str("lan", LAN, &[]).unwrap();
+    // Lossless is checked always: 2 s of drain deliver what a stalled
+    // generator or router sends late (the default 200 ms did not always).
+    let sc = load_str("lan", LAN, &["scenario.drain=2s".into()]).unwrap();
     let run = labrun::run(&sc, &opts(&p), Arc::new(AtomicBool::new(false))).unwrap();
     let r = &run.results;
     for name in ["across", "back", "within"] {
@@ -339,9 +362,17 @@ fn switched_lan_with_vlans_and_a_segment() {
     // Only the flows that cross domains went through the router.
     let fwd = r.nodes.iter().find(|n| n.name == "R").unwrap().counters["forwarded"];
     let crossing = r.flow("across").unwrap().sent + r.flow("back").unwrap().sent;
+    // Beyond the window: the warm-up's 100 packets, and one a millisecond
+    // (500 + 500 pps) for as long as a generator sent late past its end.
+    let late_ms = ["across", "back"]
+        .iter()
+        .filter_map(|n| r.extra["generator_lateness"][n]["max_ns"].as_u64())
+        .max()
+        .unwrap_or(0)
+        / 1_000_000;
     assert!(
-        fwd >= crossing && fwd < crossing + 200,
-        "forwarded {fwd}, crossing {crossing}"
+        fwd >= crossing && fwd < crossing + 200 + late_ms,
+        "forwarded {fwd}, crossing {crossing}, generators up to {late_ms} ms late"
     );
     // The switch is qosnet's (as in the simulator): it learned the hosts,
     // and h3, alone in VLAN 20, heard nothing of VLAN 1.
@@ -582,7 +613,13 @@ fn garbage_at_a_router_port_is_counted_and_forwarding_carries_on() {
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
-    let sc = load_str("line", LINE, &["scenario.duration=2s".into()]).unwrap();
+    // 2 s of drain: no loss is checked always (see the LAN test).
+    let sc = load_str(
+        "line",
+        LINE,
+        &["scenario.duration=2s".into(), "scenario.drain=2s".into()],
+    )
+    .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let o = opts(&p);
     // Run the scenario's flows on a thread while this one sprays garbage
@@ -931,6 +968,10 @@ fn qosnet_measure(
     )
     .unwrap();
     let g = g.join().unwrap();
+    // A generator the machine stalled sends late: its last packets get
+    // their 300 ms too.
+    sink.run_until(clock::now() + Duration::from_millis(300), &AtomicBool::new(false))
+        .unwrap();
     let r = &sink.reports(&[(1, g.sent)].into_iter().collect())[0];
     (
         r.received_ip_bytes as f64 * 8.0 / dur.as_secs_f64(),
@@ -1079,21 +1120,24 @@ fn irtt_agrees_with_qosnet_sink() {
         q_med as f64 / 1e3,
         q_jit as f64 / 1e3
     );
-    assert!(
-        (i_med - q_med as f64).abs() < 150_000.0,
-        "irtt {i_med} vs qosnet {q_med}"
-    );
     // irtt and qosnet measure in two runs one after the other: their
-    // jitters compare only if nothing else took the CPUs meanwhile (PSI:
-    // time some runnable task waited for a CPU, machine-wide).
+    // medians and jitters compare only if nothing else took the CPUs
+    // meanwhile (PSI: time some runnable task waited for a CPU,
+    // machine-wide).
     let busy_us = cpu_pressure_us().saturating_sub(psi0);
     if busy_us < 100_000 {
+        assert!(
+            (i_med - q_med as f64).abs() < 150_000.0,
+            "irtt {i_med} vs qosnet {q_med} (CPU pressure {busy_us} us)"
+        );
         assert!(
             i_ipdv <= q_jit as f64 + 50_000.0,
             "IPDV {i_ipdv} vs jitter {q_jit} (CPU pressure {busy_us} us)"
         );
     } else {
-        eprintln!("NOTE: tasks waited {busy_us} us for a CPU during the runs: IPDV vs jitter not compared");
+        eprintln!(
+            "NOTE: tasks waited {busy_us} us for a CPU during the runs: irtt and qosnet medians and jitters not compared"
+        );
     }
     assert!(q_rx >= 190 && q_lost == 0);
     drop(live);
