@@ -939,6 +939,10 @@ mod tests {
         sink.run_until(clock::now() + Duration::from_millis(800), &AtomicBool::new(false))
             .unwrap();
         let g = gen.join().unwrap();
+        // A generator the machine stalled sends late: its last packets
+        // get their 300 ms too.
+        sink.run_until(clock::now() + Duration::from_millis(300), &AtomicBool::new(false))
+            .unwrap();
         assert_eq!(g.sent, 500); // 4 Mb/s of 500-byte packets = 1000 pps
         let r = sink.reports(&[(4, g.sent)].into_iter().collect());
         assert_eq!((r[0].received, r[0].lost), (500, 0), "{:?}", r[0]);
