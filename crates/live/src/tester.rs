@@ -617,12 +617,12 @@ mod tests {
             stats: DeviceStats::default(),
         };
         let t0 = clock::now() + Duration::from_millis(20);
-        // The window ends 20 ms after the last sends are due (299 and
+        // The window ends 100 ms after the last sends are due (299 and
         // 299.2 ms): a send that a busy machine makes late still counts.
         let cfg = TesterConfig {
             t0,
-            until: t0 + Duration::from_millis(340),
-            window: (t0, t0 + Duration::from_millis(320)),
+            until: t0 + Duration::from_millis(420),
+            window: (t0, t0 + Duration::from_millis(400)),
             spin: Duration::from_micros(100),
             cpu: None,
             fifo: None,
