@@ -1060,8 +1060,10 @@ fn iperf3_agrees_with_qosnet_sink() {
 
 /// irtt as an external judge of one-way delay: at 100 packets/s through a
 /// qosnet router, irtt's median send delay and qosnet's median one-way
-/// delay agree within 150 µs (both are tens of µs here; the two measure
-/// from user space on one clock), and irtt's mean IPDV stays below
+/// delay agree within 150 µs plus the machine's wake-up noise (both are
+/// tens to hundreds of µs here; the two run side by side through the same
+/// router, on one clock, but irtt stamps arrivals in user space, a thread
+/// wake-up after qosnet's kernel stamps), and irtt's mean IPDV stays below
 /// qosnet's max − min jitter.
 #[test]
 fn irtt_agrees_with_qosnet_sink() {
@@ -1082,53 +1084,66 @@ fn irtt_agrees_with_qosnet_sink() {
             .unwrap(),
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
+    // The machine's wake-up noise, in this run: how late a 1 ms sleep
+    // wakes (at the default timer slack, as irtt's server runs).
+    let noise = || clock::measure_timer_noise(std::time::Duration::from_millis(300)).sleep_overshoot;
+    let before = noise();
     let psi0 = cpu_pressure_us();
     let dir = std::env::temp_dir().join(format!("{p}-irtt.json"));
-    live.lab()
-        .exec(
-            "h1",
-            &[
-                "irtt",
-                "client",
-                "-i",
-                "10ms",
-                "-d",
-                "2s",
-                "-l",
-                "100",
-                "-Q",
-                "--wait=300ms",
-                "-o",
-                dir.to_str().unwrap(),
-                "10.0.1.2:2112",
-            ],
-        )
-        .unwrap();
+    // Side by side, so that both see the router in the same state (one
+    // after the other, a CI run read 225 µs from irtt and 70 µs from
+    // qosnet a few seconds later with little CPU pressure).
+    let (_, q_lost, q_rx, q_med, q_jit) = std::thread::scope(|sc| {
+        let q = sc.spawn(|| qosnet_measure(&live, 0.0, 100, Some(100.0), Duration::from_secs(2)));
+        live.lab()
+            .exec(
+                "h1",
+                &[
+                    "irtt",
+                    "client",
+                    "-i",
+                    "10ms",
+                    "-d",
+                    "2s",
+                    "-l",
+                    "100",
+                    "-Q",
+                    "--wait=300ms",
+                    "-o",
+                    dir.to_str().unwrap(),
+                    "10.0.1.2:2112",
+                ],
+            )
+            .unwrap();
+        q.join().unwrap()
+    });
+    let busy_us = cpu_pressure_us().saturating_sub(psi0);
+    let after = noise();
     let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&dir).unwrap()).unwrap();
     let _ = std::fs::remove_file(&dir);
     let s = &j["stats"];
     let i_med = s["send_delay"]["median"].as_f64().unwrap();
     let i_ipdv = s["ipdv_send"]["mean"].as_f64().unwrap();
-    let (_, q_lost, q_rx, q_med, q_jit) =
-        qosnet_measure(&live, 0.0, 100, Some(100.0), Duration::from_secs(2));
+    let wake = before.p99_ns.max(after.p99_ns);
     println!(
-        "irtt: send delay median {:.1} us, IPDV mean {:.1} us, {} of {} received; qosnet: median {:.1} us, jitter {:.1} us, {q_lost} lost",
+        "irtt: send delay median {:.1} us, IPDV mean {:.1} us, {} of {} received; qosnet: median {:.1} us, jitter {:.1} us, {q_lost} lost; 1 ms sleeps overshot p50 {:.1}/{:.1} us, p99 {:.1}/{:.1} us (before/after)",
         i_med / 1e3,
         i_ipdv / 1e3,
         s["packets_received"],
         s["packets_sent"],
         q_med as f64 / 1e3,
-        q_jit as f64 / 1e3
+        q_jit as f64 / 1e3,
+        before.p50_ns as f64 / 1e3,
+        after.p50_ns as f64 / 1e3,
+        before.p99_ns as f64 / 1e3,
+        after.p99_ns as f64 / 1e3
     );
-    // irtt and qosnet measure in two runs one after the other: their
-    // medians and jitters compare only if nothing else took the CPUs
-    // meanwhile (PSI: time some runnable task waited for a CPU,
-    // machine-wide).
-    let busy_us = cpu_pressure_us().saturating_sub(psi0);
+    // Compared only if nothing else took the CPUs meanwhile (PSI: time
+    // some runnable task waited for a CPU, machine-wide).
     if busy_us < 100_000 {
         assert!(
-            (i_med - q_med as f64).abs() < 150_000.0,
-            "irtt {i_med} vs qosnet {q_med} (CPU pressure {busy_us} us)"
+            (i_med - q_med as f64).abs() < 150_000.0 + wake as f64,
+            "irtt {i_med} vs qosnet {q_med} (wake-up noise p99 {wake} ns, CPU pressure {busy_us} us)"
         );
         assert!(
             i_ipdv <= q_jit as f64 + 50_000.0,
