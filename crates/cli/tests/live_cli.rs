@@ -148,6 +148,14 @@ a = "h3"
 b = "R2"
 "#;
 
+/// The worst timer lateness of a lab run's nodes (its node processes'
+/// included), from `lab run --json`; unknown counts as late.
+fn worst_lateness(r: &serde_json::Value) -> u64 {
+    r["extra"]["timer_lateness"]["max_ns"]
+        .as_u64()
+        .unwrap_or(u64::MAX)
+}
+
 fn node_processes(prefix: &str) -> Vec<(u32, String)> {
     let out = Command::new("pgrep")
         .args(["-af", "qosnet node --config"])
@@ -491,9 +499,7 @@ fn rether_segment_carries_ping_and_tcp_live() {
     // have been silent long enough to be declared dead, its session
     // dropped and opened again.
     let created: u64 = stations.iter().map(|s| c(s, "tokens_created")).sum();
-    let worst = r["extra"]["timer_lateness"]["max_ns"]
-        .as_u64()
-        .unwrap_or(u64::MAX);
+    let worst = worst_lateness(&r);
     if worst < 50_000_000 {
         assert_eq!(created, 1, "tokens created");
         assert_eq!(c("s1", "admission_accepts"), 1, "RT session admitted");
@@ -573,9 +579,7 @@ fn rether_survives_kill_of_a_station_live() {
     eprintln!("s1's session: {session}");
     // Kept unless a survivor was late by the failure timers' slack (50 ms)
     // and so may really have been declared dead with its session.
-    let worst = r["extra"]["timer_lateness"]["max_ns"]
-        .as_u64()
-        .unwrap_or(u64::MAX);
+    let worst = worst_lateness(&r);
     if worst < 50_000_000 {
         assert_eq!(session["revoked"], 0, "the RT session lost its reservation");
     } else {
