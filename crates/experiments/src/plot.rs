@@ -434,9 +434,8 @@ mod tests {
     /// one x (as they were on a linear axis from 0).
     #[test]
     fn short_and_long_flows_both_show_their_spread() {
-        let dir = std::env::temp_dir().join(format!("qosnet-plot-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("delay.svg");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("delay.svg");
         let short: Vec<(u64, u64)> = (0..10).map(|k| (500_000 + 20_000 * k, 10)).collect();
         let long: Vec<(u64, u64)> = (0..10).map(|k| (80_000_000 + 500_000 * k, 10)).collect();
         let flow = |name, b| DelayFlow {
@@ -450,7 +449,6 @@ mod tests {
         };
         delay_cdf(&path, "t", &[flow("a", &short), flow("b", &long)]).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
         let lines: Vec<Vec<f64>> = svg
             .split("<polyline")
             .skip(1)

@@ -26,6 +26,7 @@ pub mod node;
 pub mod placement;
 pub mod rethctl;
 pub mod rt;
+pub mod rundir;
 pub mod tap;
 pub mod tester;
 pub mod testkit;

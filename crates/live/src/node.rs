@@ -616,7 +616,7 @@ pub fn run(
     };
     on_ready(&h);
     if let Some(r) = &cfg.ready {
-        std::fs::write(r, b"").map_err(|e| format!("writing {}: {e}", r.display()))?;
+        crate::rundir::replace(r, b"").map_err(|e| format!("ready file: {e}"))?;
     }
     let kind = sc.nodes[i].kind_name();
     let mut d = Driver::new(vec![h], driver);
@@ -645,11 +645,9 @@ pub fn run(
             driver: dr.clone(),
         };
         let text = serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?;
-        // Written whole then renamed, so a reader never sees half a report.
-        let tmp = p.with_extension("tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|_| std::fs::rename(&tmp, p))
-            .map_err(|e| format!("writing {}: {e}", p.display()))?;
+        // Written whole then renamed, so a reader never sees half a
+        // report; a new file of a random name, never through a link.
+        crate::rundir::replace(p, text.as_bytes()).map_err(|e| format!("report: {e}"))?;
     }
     Ok((rep, dr))
 }

@@ -636,8 +636,7 @@ mod tests {
     /// belong to open files, so two `Lifts` in one test process contend
     /// for them exactly as two processes do.
     fn meeting_dir(name: &str) -> &'static str {
-        let d = std::env::temp_dir().join(format!("qosnet-rt-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+        let d = tempfile::Builder::new().prefix(name).tempdir().unwrap().keep();
         Box::leak(d.to_string_lossy().into_owned().into_boxed_str())
     }
 

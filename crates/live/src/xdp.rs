@@ -1587,8 +1587,11 @@ mod tests {
 
     impl BpfFs {
         fn mount() -> BpfFs {
-            let dir = std::env::temp_dir().join(format!("qxd-bpffs-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = tempfile::Builder::new()
+                .prefix("qxd-bpffs-")
+                .tempdir()
+                .unwrap()
+                .keep();
             let st = std::process::Command::new("mount")
                 .args(["-t", "bpf", "bpf"])
                 .arg(&dir)

@@ -1089,7 +1089,8 @@ fn irtt_agrees_with_qosnet_sink() {
     let noise = || clock::measure_timer_noise(std::time::Duration::from_millis(300)).sleep_overshoot;
     let before = noise();
     let psi0 = cpu_pressure_us();
-    let dir = std::env::temp_dir().join(format!("{p}-irtt.json"));
+    let tmpdir = tempfile::tempdir().unwrap();
+    let dir = tmpdir.path().join(format!("{p}-irtt.json"));
     // Side by side, so that both see the router in the same state (one
     // after the other, a CI run read 225 µs from irtt and 70 µs from
     // qosnet a few seconds later with little CPU pressure).

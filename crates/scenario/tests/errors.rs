@@ -791,8 +791,8 @@ fn tdp_overbooking_points_at_the_flow() {
 
 #[test]
 fn files_that_are_not_text_are_named_so() {
-    let dir = std::env::temp_dir().join(format!("qosnet-errors-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let bin = dir.join("bin.toml");
     std::fs::write(&bin, [0x7fu8, b'E', b'L', b'F', 0, 0, 1]).unwrap();
     let e = qosnet_scenario::load_file(bin.to_str().unwrap(), &[]).unwrap_err();
@@ -808,7 +808,6 @@ fn files_that_are_not_text_are_named_so() {
     assert!(e.msg.contains("directory"), "{e}");
     let e = qosnet_scenario::load_file(dir.join("nope.toml").to_str().unwrap(), &[]).unwrap_err();
     assert!(e.hint.contains("check the path"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -121,13 +121,13 @@ fn pcap_capture_of_a_link() {
     let text = chain(2, "fifo", &[(500, 2000, 0)], "");
     let sc = load_str("chain", &text, &["scenario.duration=\"50ms\"".into()]).unwrap();
     let mut sim = Sim::new(sc).unwrap();
-    let dir = std::env::temp_dir().join(format!("qosnet-pcap-{}", std::process::id()));
-    assert!(sim.enable_pcap(&dir, &["R0->nope".into()]).is_err());
-    let files = sim.enable_pcap(&dir, &["R0->R1".into()]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assert!(sim.enable_pcap(dir, &["R0->nope".into()]).is_err());
+    let files = sim.enable_pcap(dir, &["R0->R1".into()]).unwrap();
     assert_eq!(files.len(), 1);
     let r = sim.run();
     let bytes = std::fs::read(dir.join("R0-R1.pcap")).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let mut reader = pcap_file::pcap::PcapReader::new(&bytes[..]).unwrap();
     let mut n = 0u64;
     let mut last = std::time::Duration::ZERO;

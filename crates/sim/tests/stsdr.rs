@@ -332,11 +332,11 @@ fn departures(dir: &std::path::Path, link: &str, sizes: &[u32]) -> Vec<usize> {
 fn run_capturing(text: &str, link: &str, tag: &str) -> (Vec<usize>, (u64, u64, u64, u64)) {
     let sc = load_str("t.toml", text, &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let mut sim = Sim::new(sc).unwrap();
-    let dir = std::env::temp_dir().join(format!("qosnet-sds-wfq-{}-{tag}", std::process::id()));
-    sim.enable_pcap(&dir, &[link.replace('-', "->")]).unwrap();
+    let tmp = tempfile::Builder::new().prefix(tag).tempdir().unwrap();
+    let dir = tmp.path();
+    sim.enable_pcap(dir, &[link.replace('-', "->")]).unwrap();
     sim.run();
-    let d = departures(&dir, link, &[1009, 1013, 1019]);
-    let _ = std::fs::remove_dir_all(&dir);
+    let d = departures(dir, link, &[1009, 1013, 1019]);
     (d, sim.ledger())
 }
 

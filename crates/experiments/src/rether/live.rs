@@ -14,6 +14,7 @@
 
 use anyhow::{anyhow, Result};
 use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
+use qosnet_live::rundir::RunDir;
 use qosnet_scenario::results::Results;
 use serde_json::Value;
 
@@ -21,13 +22,6 @@ use crate::run;
 use crate::RunOptions;
 
 /// A directory removed when dropped.
-struct TempDir(std::path::PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn details(r: &Results) -> Vec<(&str, &Value)> {
     r.nodes
         .iter()
@@ -72,10 +66,12 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let sim = run::sim(e, &sets)?;
     let sc = run::load(e, &sets)?;
     // Each station process loads the scenario itself.
-    let dir = TempDir(std::env::temp_dir().join(format!("qosnet-rether-live-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).map_err(|e| anyhow!("creating {}: {e}", dir.0.display()))?;
-    let file = dir.0.join("scenario.toml");
-    std::fs::write(&file, e.text).map_err(|e| anyhow!("writing {}: {e}", file.display()))?;
+    // A private run directory (never a predictable path in /tmp): root's
+    // station processes load this file.
+    let dir = RunDir::create("rether-live").map_err(|e| anyhow!("run directory: {e}"))?;
+    let file = dir
+        .write_new("scenario.toml", e.text.as_bytes())
+        .map_err(|e| anyhow!("{e}"))?;
     let lo = LiveOptions {
         prefix: o.prefix.clone(),
         verbose: true,

@@ -23,8 +23,6 @@
 //! runs, and its price is printed beside: packet delay (every
 //! configuration) and the class shares on OL_1 ("bulk 2x").
 
-use std::path::PathBuf;
-
 use anyhow::{anyhow, Result};
 use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
 use qosnet_scenario::results::Results;
@@ -66,15 +64,6 @@ fn configs() -> Vec<(&'static str, usize, Vec<String>)> {
 /// How many of [`configs`] are throughput configurations (Table IV's and
 /// the bulk one, live-bulk.toml).
 const THROUGHPUT: usize = 4;
-
-/// A scenario written where the node processes can read it; removed on
-/// drop.
-struct OnDisk(PathBuf);
-impl Drop for OnDisk {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// One live run's figures.
 struct Point {
@@ -128,13 +117,14 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         }
     }
     let exe = std::env::current_exe().map_err(|e| anyhow!("finding the qosnet binary: {e}"))?;
-    let dir = std::env::temp_dir().join(format!("qosnet-stsdr-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| anyhow!("creating {}: {e}", dir.display()))?;
-    let _dir = OnDisk(dir.clone());
+    // A private run directory (never a predictable path in /tmp): root's
+    // node processes load these files.
+    let dir = qosnet_live::rundir::RunDir::create("stsdr-live").map_err(|e| anyhow!("run directory: {e}"))?;
     let mut files = Vec::new();
     for &i in &[LIVE_LDS, LIVE_NOWFQ, LIVE_BULK] {
-        let p = dir.join(format!("{i}.toml"));
-        std::fs::write(&p, SCENARIOS[i].text).map_err(|e| anyhow!("writing {}: {e}", p.display()))?;
+        let p = dir
+            .write_new(&format!("{i}.toml"), SCENARIOS[i].text.as_bytes())
+            .map_err(|e| anyhow!("{e}"))?;
         files.push((i, p));
     }
 

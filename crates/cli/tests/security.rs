@@ -1,0 +1,252 @@
+//! qosnet against a hostile local user (docs/security.md): root runs the
+//! lab and the tools, `nobody` plants what it can in shared directories
+//! or runs a fake station. Each test plays the attacker with a real
+//! process of another uid (setpriv, or a process that drops to `nobody`
+//! itself), and fails on the code before the fix it covers. As root only
+//! (skipped with a message otherwise).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use qosnet_live::testkit::{repo, root, Guard};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A Python script run as `nobody` (setpriv drops every privilege and
+/// group before exec).
+fn as_nobody(script: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        PYTHON,
+        "-c",
+        script,
+    ])
+    .args(args);
+    c
+}
+
+fn have_tools() -> bool {
+    let ok = Path::new(PYTHON).exists() && qosnet_live::labtools::have("setpriv");
+    if !ok {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {}: needs {PYTHON} and setpriv to act as another user",
+            module_path!()
+        );
+    }
+    ok
+}
+
+/// The last PID the kernel handed out: the lab's will follow it.
+fn last_pid() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Issue 26 finding 1: `lab run` reused `/tmp/qosnet-PREFIX-PID` whoever
+/// owned it and wrote node configs through symlinks there. `nobody`
+/// plants such a directory for each of the next 400 PIDs, each with
+/// links from every file name the lab writes to a file of root's; the
+/// lab must run and leave that file alone.
+#[test]
+fn lab_never_writes_through_what_another_user_planted_in_tmp() {
+    if !root() || !have_tools() {
+        return;
+    }
+    let prefix = format!("qsa{}", std::process::id());
+    let _g = Guard(prefix.clone());
+    let victim_dir = tempfile::tempdir().unwrap();
+    let victim = victim_dir.path().join("precious");
+    std::fs::write(&victim, "root's own\n").unwrap();
+    let tmp = std::env::temp_dir();
+    let from = last_pid() + 1;
+    let plant = r#"
+import os, sys
+tmp, prefix, victim, lo, hi = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+n = 0
+for pid in range(lo, hi):
+    d = os.path.join(tmp, "qosnet-%s-%d" % (prefix, pid))
+    try:
+        os.mkdir(d, 0o777)
+    except FileExistsError:
+        continue
+    os.chmod(d, 0o777)
+    for node in ("R", "h1", "h2"):
+        for ext in ("toml", "report.json", "report.tmp", "ready", "ctl"):
+            os.symlink(victim, os.path.join(d, "%s.%s" % (node, ext)))
+    n += 1
+print(n)
+"#;
+    let out = as_nobody(
+        plant,
+        &[
+            tmp.to_str().unwrap(),
+            &prefix,
+            victim.to_str().unwrap(),
+            &from.to_string(),
+            &(from + 400).to_string(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let planted: Vec<_> = (from..from + 400)
+        .map(|p| tmp.join(format!("qosnet-{prefix}-{p}")))
+        .filter(|d| d.exists())
+        .collect();
+    assert!(planted.len() > 300, "planted only {}", planted.len());
+    let run = Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
+        .args([
+            "lab",
+            "run",
+            "--processes",
+            "--duration",
+            "1s",
+            "--prefix",
+            &prefix,
+        ])
+        .arg(repo().join("scenarios/live/line.toml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    for d in &planted {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "root's own\n",
+        "the lab wrote through a planted link\n{text}"
+    );
+    assert!(run.status.success(), "{text}");
+}
+
+/// A fake station: `nobody` listens on `path` and prints what it is sent.
+fn fake_station(path: &Path, drop_after_bind: bool) -> Child {
+    let script = r#"
+import os, socket, sys
+path, drop = sys.argv[1], sys.argv[2] == "1"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+os.chmod(path, 0o777)
+if drop:
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+s.listen(4)
+print("listening", flush=True)
+s.settimeout(20)
+try:
+    while True:
+        c, _ = s.accept()
+        c.settimeout(2)
+        try:
+            got = c.recv(4096)
+        except socket.timeout:
+            got = b""
+        print("received %r" % got, flush=True)
+        c.close()
+except socket.timeout:
+    pass
+"#;
+    let mut cmd = if drop_after_bind {
+        let mut c = Command::new(PYTHON);
+        c.args(["-c", script]);
+        c
+    } else {
+        as_nobody(script, &[])
+    };
+    let mut child = cmd
+        .args([path.to_str().unwrap(), if drop_after_bind { "1" } else { "0" }])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), "listening");
+    child
+}
+
+/// What the fake station received, after it is stopped.
+fn received(mut child: Child) -> String {
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut s = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+    s
+}
+
+/// Issue 26 finding 2: `qosnet rether` connected to the first
+/// `/tmp/qosnet-LAB-*/STATION.ctl` that answered. `nobody` runs a fake
+/// station there; root's `rether send` must not find it, and must send
+/// it nothing.
+#[test]
+fn rether_tool_ignores_a_fake_station_another_user_planted() {
+    if !root() || !have_tools() {
+        return;
+    }
+    let lab = format!("qsb{}", std::process::id());
+    let dir = std::env::temp_dir().join(format!("qosnet-{lab}-4242"));
+    let mk = as_nobody(
+        "import os, sys; os.mkdir(sys.argv[1], 0o700)",
+        &[dir.to_str().unwrap()],
+    )
+    .status()
+    .unwrap();
+    assert!(mk.success());
+    let fake = fake_station(&dir.join("s1.ctl"), false);
+    let mut send = Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
+        .args(["rether", "send", "--lab", &lab, "--station", "s1", "1.0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let _ = send.stdin.take().unwrap().write_all(b"root's secret data\n");
+    }
+    let out = send.wait_with_output().unwrap();
+    let got = received(fake);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !got.contains("received"),
+        "the fake station was talked to: {got}\n{err}"
+    );
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("no control socket"), "{err}");
+}
+
+/// The client's own check, wherever the socket is: a socket of root's in
+/// a directory of root's, but the process listening dropped to `nobody`
+/// (SO_PEERCRED reports the listener's credentials): refused before a
+/// byte is sent.
+#[test]
+fn rether_client_refuses_a_listener_of_another_user() {
+    if !root() || !have_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s1.ctl");
+    let fake = fake_station(&path, true);
+    let r = qosnet_live::rethctl::Client::connect(&path);
+    let got = received(fake);
+    let err = r.err().expect("a listener of uid 65534 was trusted");
+    assert!(err.contains("another user"), "{err}");
+    assert!(
+        got.contains("received b''") || got.is_empty(),
+        "sent something: {got}"
+    );
+}
