@@ -162,6 +162,12 @@ impl MetricsArgs {
         let hub = qosnet_live::metrics::MetricsHub::new();
         let srv = qosnet_live::metrics::serve(addr, hub.clone()).map_err(|e| anyhow!(e))?;
         eprintln!("metrics: http://{}/metrics", srv.addr);
+        if !srv.addr.ip().is_loopback() {
+            eprintln!(
+                "metrics: listening on {} beyond this machine's loopback: whoever reaches it reads the nodes' counters (docs/security.md)",
+                srv.addr
+            );
+        }
         Ok(Some((hub, srv)))
     }
 }

@@ -250,3 +250,78 @@ fn rether_client_refuses_a_listener_of_another_user() {
         "sent something: {got}"
     );
 }
+
+/// Issue 26 finding 5: node processes parsed frames from the wire as
+/// root. Now every thread of a running node process (the driver, the
+/// metrics server, the RETHER control threads) has no effective
+/// capability and no_new_privs set, once the node is up.
+#[test]
+fn node_processes_keep_no_capability() {
+    if !root() {
+        return;
+    }
+    let prefix = format!("qsc{}", std::process::id());
+    let _g = Guard(prefix.clone());
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
+        .args(["lab", "up", "--processes", "--prefix", &prefix])
+        .arg(repo().join("scenarios/live/line.toml"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = qosnet_live::testkit::Kill(child.id());
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.lines().any(|l| l.trim_start().starts_with("h2 ")) {
+        let mut l = String::new();
+        if out.read_line(&mut l).unwrap() == 0 {
+            break;
+        }
+        text += &l;
+    }
+    // The lab's node processes: `qosnet node --config .../R.toml`.
+    let me = std::process::id().to_string();
+    let mut nodes = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if pid.parse::<u32>().is_err() || pid == me {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(" node --config ") && cmd.contains(&format!("qosnet-{prefix}-")) {
+            nodes.push(e.path());
+        }
+    }
+    assert_eq!(nodes.len(), 1, "one node process (R) expected\n{text}");
+    // Its driver drops once it starts running; give it a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let threads = loop {
+        let mut seen = Vec::new();
+        for t in std::fs::read_dir(nodes[0].join("task")).unwrap().flatten() {
+            let st = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            let field = |k: &str| {
+                st.lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .map(|v| v.trim().to_string())
+                    .unwrap_or_default()
+            };
+            seen.push((field("Name:"), field("CapEff:"), field("CapPrm:"), field("NoNewPrivs:")));
+        }
+        let clean = seen
+            .iter()
+            .all(|(_, e, p, n)| e.trim_start_matches('0').is_empty() && p.trim_start_matches('0').is_empty() && n == "1");
+        if clean || std::time::Instant::now() > deadline {
+            break seen;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // SAFETY: SIGINT to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+    for (name, eff, prm, nnp) in &threads {
+        assert!(
+            eff.trim_start_matches('0').is_empty() && prm.trim_start_matches('0').is_empty() && nnp == "1",
+            "thread {name} kept CapEff {eff} CapPrm {prm} NoNewPrivs {nnp}: {threads:?}"
+        );
+    }
+}

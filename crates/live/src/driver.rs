@@ -81,6 +81,12 @@ pub struct DriverConfig {
     /// Pin the driver thread to this CPU (a live TDP run gives the routers
     /// one core and the traffic tester another, [`crate::rt`]).
     pub cpu: Option<usize>,
+    /// Once its scheduling is set, the driver thread drops every
+    /// capability and sets no_new_privs ([`crate::privs`]) before it reads
+    /// the first frame: `qosnet node` processes, which exist only to run
+    /// it. Off for drivers on a thread of a process that still needs root
+    /// afterwards.
+    pub drop_privileges: bool,
 }
 
 impl Default for DriverConfig {
@@ -93,6 +99,7 @@ impl Default for DriverConfig {
             realtime: None,
             nice: None,
             cpu: None,
+            drop_privileges: false,
         }
     }
 }
@@ -619,6 +626,15 @@ impl<D: Device> Driver<D> {
         let (notes, old_sched) = crate::rt::apply("router thread", self.cfg.cpu, self.cfg.realtime);
         self.sched = notes;
         let old_nice = self.cfg.nice.and_then(set_nice);
+        if self.cfg.drop_privileges {
+            self.sched.push(match crate::privs::drop_thread_privileges(&[]) {
+                Ok(k) => format!(
+                    "router thread: capabilities dropped (effective {:#x}), no_new_privs",
+                    k.effective
+                ),
+                Err(e) => format!("router thread: privileges NOT dropped ({e})"),
+            });
+        }
         let fds: Vec<_> = self
             .hosts
             .iter()

@@ -1380,6 +1380,15 @@ fn kernel_traffic(
             .and_then(|r| r)
             .map_err(|e| format!("sink {addr} in {ns}: {e}"))?;
         sink.set_window(t0 + sc.warmup, end);
+        // Only the scenario's flows to this (host, port): a datagram that
+        // names another flow is counted, never given a table entry.
+        sink.expect_flows(
+            sc.flows
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.to == to && f.dport == port)
+                .map(|(i, _)| i as u32),
+        );
         let stop = stop.clone();
         sink_threads.push(std::thread::spawn(move || {
             let r = sink.run_until(end + drain, &stop);

@@ -24,6 +24,7 @@ pub mod netdev;
 pub mod netns;
 pub mod node;
 pub mod placement;
+pub mod privs;
 pub mod rethctl;
 pub mod rt;
 pub mod rundir;

@@ -13,8 +13,8 @@
 //! Prometheus counter reset.
 
 use std::borrow::Cow;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -469,10 +469,24 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("--metrics {s}: no address"))
 }
 
+/// At most this many scrapes are served at once; further connections
+/// are closed at once (and counted), so slow or idle clients cannot pile
+/// up threads, sockets or memory.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// A client must send its whole request head within this time.
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// No connection lives longer than this, whatever the client does
+/// (sending a byte now and then, reading the answer slowly).
+pub const CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A running metrics server; dropping it stops the thread.
 pub struct MetricsServer {
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// Connections closed unserved because [`MAX_CONNECTIONS`] were busy.
+    pub refused: Arc<std::sync::atomic::AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -487,106 +501,135 @@ impl Drop for MetricsServer {
 
 /// Serve `hub` on `addr` (port 0: any free port; see
 /// [`MetricsServer::addr`]) until the returned server is dropped.
+///
+/// hyper's HTTP/1 server on a one-thread tokio runtime of its own: scrapes
+/// are served concurrently (a slow client holds one task, not the
+/// listener), each must send its request head within [`HEADER_TIMEOUT`]
+/// and is closed after [`CONNECTION_TIMEOUT`] whatever it does, and at
+/// most [`MAX_CONNECTIONS`] are open at once. The thread keeps no
+/// capability of the process ([`crate::privs`]): it parses what the
+/// network sends.
 pub fn serve(addr: SocketAddr, hub: Arc<MetricsHub>) -> Result<MetricsServer, String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("metrics: binding {addr}: {e}"))?;
     let addr = l.local_addr().map_err(|e| format!("metrics: {e}"))?;
     l.set_nonblocking(true).map_err(|e| format!("metrics: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("metrics: starting the server runtime: {e}"))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
+    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (s2, r2) = (stop.clone(), refused.clone());
     let thread = std::thread::Builder::new()
         .name("qosnet-metrics".into())
         .spawn(move || {
-            while !s2.load(Ordering::Relaxed) {
-                match l.accept() {
-                    // One scrape at a time: Prometheus scrapes every few
-                    // seconds, and a slow client times out below.
-                    Ok((c, _)) => {
-                        let _ = answer(c, &hub);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(std::time::Duration::from_millis(50))
-                    }
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
-                }
-            }
+            // Nothing on this thread needs a privilege: drop them all
+            // before the first byte from the network is parsed.
+            let _ = crate::privs::drop_thread_privileges(&[]);
+            rt.block_on(accept_loop(l, hub, s2, r2));
         })
         .map_err(|e| format!("metrics: starting the server thread: {e}"))?;
     Ok(MetricsServer {
         addr,
         stop,
+        refused,
         thread: Some(thread),
     })
 }
 
-/// One HTTP/1.x request: `GET /metrics` gets the exposition, `GET /` a
-/// pointer to it, anything else 404 or 405.
-fn answer(c: TcpStream, hub: &MetricsHub) -> std::io::Result<()> {
-    c.set_nonblocking(false)?;
-    c.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
-    c.set_write_timeout(Some(std::time::Duration::from_secs(5)))?;
-    // At most 8 KiB of request: a client streaming bytes without a newline
-    // cannot grow our memory.
-    let mut r = BufReader::new(std::io::Read::take(&c, 8192));
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    // Headers up to the blank line (bounded: a request is a few lines).
-    let mut h = String::new();
-    let mut openmetrics = false;
-    for _ in 0..100 {
-        h.clear();
-        if r.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text") {
-                openmetrics = true;
-            }
-        }
+async fn accept_loop(
+    l: TcpListener,
+    hub: Arc<MetricsHub>,
+    stop: Arc<AtomicBool>,
+    refused: Arc<std::sync::atomic::AtomicU64>,
+) {
+    let Ok(l) = tokio::net::TcpListener::from_std(l) else {
+        return;
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    while !stop.load(Ordering::Relaxed) {
+        // Woken at least every 50 ms to see the stop flag.
+        let Ok(Ok((conn, _))) = tokio::time::timeout(std::time::Duration::from_millis(50), l.accept()).await
+        else {
+            continue;
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refused.fetch_add(1, Ordering::Relaxed);
+            drop(conn);
+            continue;
+        };
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let hub = hub.clone();
+                async move { Ok::<_, std::convert::Infallible>(answer(&req, &hub)) }
+            });
+            let c = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(false)
+                .max_buf_size(16 * 1024)
+                .serve_connection(hyper_util::rt::TokioIo::new(conn), svc);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, c).await;
+            drop(slot);
+        });
     }
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (status, ctype, body) = match (method, path) {
-        // Content negotiation as Prometheus servers do it: OpenMetrics to
-        // those that accept it, the classic text format to the rest.
-        ("GET" | "HEAD", "/metrics") if openmetrics => (
-            "200 OK",
+}
+
+type Body = http_body_util::Full<hyper::body::Bytes>;
+
+/// `GET /metrics` gets the exposition (OpenMetrics to clients that
+/// accept it, the classic text format to the rest, as Prometheus servers
+/// negotiate), `GET /` a pointer to it, anything else 404 or 405. HEAD
+/// is answered as GET without the body (by hyper).
+fn answer<B>(req: &hyper::Request<B>, hub: &MetricsHub) -> hyper::Response<Body> {
+    use hyper::{Method, StatusCode};
+    let openmetrics = req.headers().get_all(hyper::header::ACCEPT).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.contains("application/openmetrics-text"))
+    });
+    let (status, ctype, body) = match (req.method(), req.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/metrics") if openmetrics => (
+            StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             hub.render(),
         ),
-        ("GET" | "HEAD", "/metrics") => (
-            "200 OK",
+        (&Method::GET | &Method::HEAD, "/metrics") => (
+            StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
             hub.render_prometheus(),
         ),
-        ("GET" | "HEAD", "/") => (
-            "200 OK",
+        (&Method::GET | &Method::HEAD, "/") => (
+            StatusCode::OK,
             "text/plain; charset=utf-8",
             "qosnet node metrics: GET /metrics\n".to_string(),
         ),
-        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found\n".into()),
+        (&Method::GET | &Method::HEAD, _) => (
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "not found\n".into(),
+        ),
         _ => (
-            "405 Method Not Allowed",
+            StatusCode::METHOD_NOT_ALLOWED,
             "text/plain; charset=utf-8",
             "use GET\n".into(),
         ),
     };
-    let mut w = &c;
-    write!(
-        w,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
-    if method != "HEAD" {
-        w.write_all(body.as_bytes())?;
-    }
-    w.flush()
+    let mut r = hyper::Response::new(Body::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(ctype),
+    );
+    r
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Read;
+    use std::net::TcpStream;
 
     fn snap() -> Snapshot {
         let mut lat = Lateness::new();
@@ -664,6 +707,60 @@ mod tests {
         assert_eq!(parse_addr(":9100").unwrap(), "127.0.0.1:9100".parse().unwrap());
         assert_eq!(parse_addr("0.0.0.0:1").unwrap(), "0.0.0.0:1".parse().unwrap());
         assert!(parse_addr("nonsense").is_err());
+    }
+
+    /// Issue 26 finding 4: a client sending one byte every 1.5 s kept
+    /// the one-at-a-time listener busy and scrapes failed. Now three such
+    /// clients leave a scrape served at once, and each is cut off by the
+    /// header timeout, whatever it sends.
+    #[test]
+    fn slow_clients_do_not_block_scrapes() {
+        let hub = MetricsHub::new();
+        hub.publish(snap());
+        let srv = serve("127.0.0.1:0".parse().unwrap(), hub.clone()).unwrap();
+        let addr = srv.addr;
+        let slow: Vec<_> = (0..3)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let mut c = TcpStream::connect(addr).unwrap();
+                    let t0 = std::time::Instant::now();
+                    // "GET /metrics HTTP/1.1\r\n" one byte at a time,
+                    // never finished.
+                    for b in b"GET /metrics HTTP/1.1\r\nX-Slow: ".iter().cycle() {
+                        if c.write_all(&[*b]).is_err() || t0.elapsed() > HEADER_TIMEOUT * 3 {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(1500));
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        for _ in 0..3 {
+            let t0 = std::time::Instant::now();
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+            assert!(out.contains("qosnet_node_events_total"), "{out}");
+            // Served beside the slow clients, not after one gave up.
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(1),
+                "{:?}",
+                t0.elapsed()
+            );
+        }
+        for s in slow {
+            let held = s.join().unwrap();
+            // Cut off by the header timeout (a write fails once closed;
+            // a few writes may land in the socket buffer first).
+            assert!(held < HEADER_TIMEOUT * 3, "a slow client held on for {held:?}");
+        }
+        drop(srv);
     }
 
     #[test]

@@ -215,6 +215,9 @@ impl ControlServer {
         std::thread::Builder::new()
             .name("rether-ctl".into())
             .spawn(move || {
+                // This thread and the connection threads it starts parse
+                // what clients send: no capability is needed for that.
+                let _ = crate::privs::drop_thread_privileges(&[]);
                 for conn in listener.incoming() {
                     let Ok(mut conn) = conn else { continue };
                     if let Err(e) = peer_allowed(&conn) {

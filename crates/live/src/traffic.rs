@@ -524,7 +524,20 @@ pub struct SinkCounters {
     pub no_kernel_timestamp: u64,
     /// Probes sent outside the sink's measurement window, not recorded.
     pub outside_window: u64,
+    /// Probes of a flow the sink was told not to expect
+    /// ([`Sink::expect_flows`]): ignored.
+    pub unknown_flow: u64,
+    /// Probes of a new flow when the sink already tracks
+    /// [`Sink::set_max_flows`] flows: ignored, so that a flood of made-up
+    /// flow ids costs no memory.
+    pub flows_over_limit: u64,
 }
+
+/// Flows a sink tracks at most unless told otherwise
+/// ([`Sink::set_max_flows`], `qosnet sink --max-flows`): each costs about
+/// 9 KB (the duplicate window and the delay histogram), so this bounds
+/// the table at about 9 MB whatever arrives.
+pub const DEFAULT_MAX_FLOWS: usize = 1024;
 
 /// A UDP sink: one socket, any number of flows.
 pub struct Sink {
@@ -533,6 +546,10 @@ pub struct Sink {
     counters: SinkCounters,
     buf: Vec<u8>,
     window: Option<(u64, u64)>,
+    max_flows: usize,
+    /// The only flow ids recorded, when known (a lab's sink knows its
+    /// scenario's flows).
+    expected: Option<std::collections::BTreeSet<u32>>,
 }
 
 impl Sink {
@@ -552,6 +569,8 @@ impl Sink {
             sock,
             flows: BTreeMap::new(),
             counters: SinkCounters::default(),
+            max_flows: DEFAULT_MAX_FLOWS,
+            expected: None,
             buf: vec![0u8; 65_536],
             window: None,
         })
@@ -660,11 +679,45 @@ impl Sink {
             self.counters.outside_window += 1;
             return Ok(());
         }
-        let fs = self.flows.entry(p.flow).or_insert_with(|| FlowStats::new(p.flow));
+        let Some(fs) = self.flow_entry(p.flow) else {
+            return Ok(());
+        };
         if !fs.record(&p, rx, len + IP_UDP_HDR, tos) {
             self.counters.bad_seq += 1;
         }
         Ok(())
+    }
+
+    /// The statistics of `flow`, new if it is expected and the table has
+    /// room; `None` (counted) otherwise.
+    fn flow_entry(&mut self, flow: u32) -> Option<&mut FlowStats> {
+        if self.expected.as_ref().is_some_and(|e| !e.contains(&flow)) {
+            self.counters.unknown_flow += 1;
+            return None;
+        }
+        let n = self.flows.len();
+        match self.flows.entry(flow) {
+            std::collections::btree_map::Entry::Occupied(o) => Some(o.into_mut()),
+            std::collections::btree_map::Entry::Vacant(_) if n >= self.max_flows => {
+                self.counters.flows_over_limit += 1;
+                None
+            }
+            std::collections::btree_map::Entry::Vacant(v) => Some(v.insert(FlowStats::new(flow))),
+        }
+    }
+
+    /// Track at most `n` flows (at least 1); probes of further flows are
+    /// counted in [`SinkCounters::flows_over_limit`] and ignored.
+    pub fn set_max_flows(&mut self, n: usize) {
+        self.max_flows = n.max(1);
+    }
+
+    /// Record only these flow ids; others are counted in
+    /// [`SinkCounters::unknown_flow`] and ignored.
+    pub fn expect_flows(&mut self, flows: impl IntoIterator<Item = u32>) {
+        let e: std::collections::BTreeSet<u32> = flows.into_iter().collect();
+        self.max_flows = self.max_flows.max(e.len());
+        self.expected = Some(e);
     }
 
     pub fn counters(&self) -> SinkCounters {
@@ -1032,5 +1085,68 @@ mod tests {
         assert_eq!((c.datagrams, c.not_probe), (4, 3));
         let r = sink.reports(&BTreeMap::new());
         assert_eq!(r[0].negative_delays, 1);
+    }
+
+    /// Issue 26 finding 3: 50 000 small datagrams, each a valid compact
+    /// probe of a new flow id (what a flood from the measured network can
+    /// forge), grew the sink by 433 MB. Now the table stops at its limit
+    /// and the rest is counted; random payloads mostly fail the check
+    /// byte and count as not probes; a lab's sink records only its flows.
+    #[test]
+    fn a_flood_of_made_up_flows_costs_no_memory() {
+        let (mut sink, addr) = loopback_sink();
+        sink.set_max_flows(100);
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (mut sent, mut got) = (0u64, 0u64);
+        for flow in 0..5_000u32 {
+            let p = Probe {
+                flow,
+                seq: 0,
+                tx_ns: clock::realtime_now().0,
+            };
+            tx.send_to(&p.encode_compact().unwrap(), addr).unwrap();
+            // A random 12-byte payload beside each: garbage, not a flow.
+            let r = (flow as u64 + 1)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .to_be_bytes();
+            tx.send_to(&[&r[..], &r[..4]].concat(), addr).unwrap();
+            sent += 2;
+            if flow % 64 == 63 {
+                got += sink.poll(Duration::from_millis(100)).unwrap() as u64;
+            }
+        }
+        while got + sink.counters().socket_drops < sent {
+            let n = sink.poll(Duration::from_millis(500)).unwrap();
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
+        }
+        let c = sink.counters();
+        assert_eq!(c.datagrams + c.socket_drops, sent, "{c:?}");
+        assert_eq!(sink.flows().len(), 100, "{c:?}");
+        assert!(c.flows_over_limit >= 4_000, "{c:?}");
+        // About one random payload in 256 passes the check byte (and is
+        // then one of the flows over the limit); the rest are garbage.
+        assert!(c.not_probe >= 4_900, "{c:?}");
+
+        let (mut lab_sink, addr) = loopback_sink();
+        lab_sink.expect_flows([7]);
+        for flow in [7, 8, 9] {
+            let p = Probe {
+                flow,
+                seq: 0,
+                tx_ns: clock::realtime_now().0,
+            };
+            tx.send_to(&p.encode(), addr).unwrap();
+        }
+        let mut got = 0;
+        while got < 3 {
+            let n = lab_sink.poll(Duration::from_millis(500)).unwrap();
+            assert!(n > 0, "datagrams went missing");
+            got += n;
+        }
+        assert_eq!(lab_sink.flows().keys().copied().collect::<Vec<_>>(), vec![7]);
+        assert_eq!(lab_sink.counters().unknown_flow, 2);
     }
 }

@@ -43,6 +43,8 @@ pub fn run(a: NodeArgs) -> Result<()> {
     if let Some(n) = a.nice {
         o.driver.nice = Some(n);
     }
+    // Root only until the ports are open (docs/security.md).
+    o.driver.drop_privileges = true;
     // Bound before the node starts, in this process's network namespace
     // (the machine's loopback), and served until the node stops.
     let metrics = a.metrics.start()?;

@@ -21,10 +21,16 @@ pub struct SinkArgs {
     pub duration: Option<String>,
     #[arg(long)]
     pub json: bool,
+    /// Track at most this many flows; probes of further flow ids are
+    /// counted ("flows over the limit") and ignored, so a flood of made-up
+    /// ids cannot exhaust memory (about 9 KB per flow).
+    #[arg(long, default_value_t = traffic::DEFAULT_MAX_FLOWS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_flows: u32,
 }
 
 pub fn run(a: SinkArgs) -> Result<()> {
     let mut s = traffic::Sink::bind(a.bind).with_context(|| format!("binding {}", a.bind))?;
+    s.set_max_flows(a.max_flows as usize);
     let stop = ctrl_c_flag()?;
     let until = match &a.duration {
         Some(d) => qosnet_live::clock::now() + parse_duration(d)?,
@@ -72,9 +78,10 @@ pub fn run(a: SinkArgs) -> Result<()> {
     }
     let c = s.counters();
     outln!(
-        "datagrams {}, not probes {}, socket drops {}, without kernel timestamp {}",
+        "datagrams {}, not probes {}, flows over the limit {}, socket drops {}, without kernel timestamp {}",
         c.datagrams,
         c.not_probe,
+        c.flows_over_limit,
         c.socket_drops,
         c.no_kernel_timestamp
     );
