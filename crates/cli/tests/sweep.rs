@@ -220,3 +220,136 @@ fn parallel_job_list_runs_rows() {
     let text = stdout(qosnet().arg("sweep").arg(&m));
     assert!(text.contains("0 run now"), "{text}");
 }
+
+/// A failed sweep's stderr.
+fn refusal(args: &[&str]) -> String {
+    let o = qosnet().args(args).output().unwrap();
+    assert!(!o.status.success(), "{args:?} was accepted");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Careless and hostile flags are refused before anything runs, each
+/// with the flag named; nothing is written.
+#[test]
+fn bad_flags_are_refused_with_the_flag_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sw");
+    let out = out.to_str().unwrap();
+    let base = [
+        "sweep",
+        "scenarios/tdp-icc2006/fifo-482.toml",
+        "--duration",
+        "300ms",
+        "--out",
+        out,
+    ];
+    let with = |extra: &[&str]| refusal(&[&base[..], extra].concat());
+    for (extra, says) in [
+        (&["-j", "0"][..], "-j 0: give 1 to 1024 simulations at once"),
+        (&["-j", "1000000"], "-j 1000000: give 1 to 1024 simulations at once"),
+        (&["--seeds", "1,2,1"], "--seeds 1,2,1: seed 1 is given twice"),
+        (
+            &["--seeds", "1,18446744073709551615"],
+            "--seeds 1,18446744073709551615: seed 18446744073709551615 is more than the largest seed, 9223372036854775807",
+        ),
+        (
+            &["--param", "defaults.flow.rate=100pps,200pps,100pps"],
+            "--param defaults.flow.rate=100pps,200pps,100pps: param defaults.flow.rate: value 100pps is given twice",
+        ),
+        (
+            &["--param", "defaults.flow.rate=100pps", "--param", "defaults.flow.rate=200pps"],
+            "--param defaults.flow.rate=200pps: defaults.flow.rate is already swept by --param defaults.flow.rate=100pps",
+        ),
+        (
+            &["--param", "scenario.seed=1,2,3"],
+            "--param scenario.seed=1,2,3: param scenario.seed: every run's seed comes from `seeds`",
+        ),
+        (&["--set", "scenario.seed=3"], "--set scenario.seed=3: set scenario.seed=3: every run's seed"),
+        (&["--metrics", "jitter,loss,jitter"], "--metrics jitter,loss,jitter: metric jitter is given twice"),
+        (
+            &["--flows", "f1234,f9"],
+            "--flows f1234,f9: flow f9 is not in the scenario (<embedded scenarios/tdp-icc2006/fifo-482.toml>); \
+             its flows: f1234, f123, f234, f341, f412",
+        ),
+        (
+            &["--param", "flow.nope.size=100,200"],
+            "--param flow.nope.size=100,200: param flow.nope.size value 100: no flow named `nope`",
+        ),
+    ] {
+        let err = with(extra);
+        assert!(err.contains(says), "{extra:?}: {err}");
+        assert!(!Path::new(out).exists(), "{extra:?} wrote {out}");
+    }
+}
+
+/// A typo in a million-row sweep fails at once, in as little memory as
+/// in a one-row sweep: the overrides are checked against the scenario
+/// once, before any row is made (it ran every row, 146 s and 2.5 GB).
+#[test]
+fn typo_in_a_huge_grid_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rates: Vec<String> = (1..=1000).map(|r| format!("{r}pps")).collect();
+    let param = format!("defaults.flow.rate={}", rates.join(","));
+    let out = dir.path().join("sw");
+    let t0 = std::time::Instant::now();
+    let err = refusal(&[
+        "sweep",
+        "scenarios/tdp-icc2006/fifo-482.toml",
+        "--set",
+        "flow.nope.size=100",
+        "--seeds",
+        "1000",
+        "--param",
+        &param,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("--set flow.nope.size=100: set flow.nope.size=100: no flow named `nope`"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        t0.elapsed()
+    );
+    // One more value is over the limit, refused with the product.
+    let err = refusal(&[
+        "sweep",
+        "scenarios/tdp-icc2006/fifo-482.toml",
+        "--seeds",
+        "1001",
+        "--param",
+        &param,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("the grid has 1000 (defaults.flow.rate) × 1001 seeds = 1001000 runs, more than the limit of 1000000"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// -j larger than the runs starts one thread per run, not -j threads.
+#[test]
+fn threads_never_outnumber_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = qosnet()
+        .args([
+            "sweep",
+            "scenarios/tdp-icc2006/fifo-482.toml",
+            "--duration",
+            "300ms",
+            "--seeds",
+            "2",
+            "-j",
+            "1024",
+            "--out",
+        ])
+        .arg(dir.path().join("sw"))
+        .assert()
+        .success();
+    let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
+    assert!(err.contains("2 runs (1 cells × 2 seeds) on 2 threads"), "{err}");
+}

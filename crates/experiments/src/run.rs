@@ -3,7 +3,7 @@
 //! machine's cores, and, live, check for root and make Ctrl-C remove the
 //! labs.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
@@ -97,25 +97,94 @@ pub fn cores() -> usize {
 /// job order is returned.
 pub(crate) fn parallel_with<T: Send>(threads: usize, jobs: Vec<Job<'_, T>>) -> Result<Vec<T>> {
     let n = jobs.len();
-    let threads = threads.clamp(1, n.max(1));
-    let queue = Mutex::new(jobs.into_iter().enumerate());
-    let done: Mutex<Vec<Option<Result<T>>>> = Mutex::new((0..n).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                let Some((i, job)) = next else { break };
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
-                    .unwrap_or_else(|_| Err(anyhow!("simulation thread panicked")));
-                done.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
-            });
-        }
-    });
-    done.into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(anyhow!("run missing"))))
+    let jobs: Vec<Mutex<Option<Job<T>>>> = jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let done: Vec<Mutex<Option<Result<T>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    pool(threads, n, &|i| {
+        let job = jobs[i].lock().unwrap_or_else(|p| p.into_inner()).take();
+        let r = job.map_or_else(|| Err(anyhow!("run missing")), run_caught);
+        *done[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    })?;
+    done.into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(|| Err(anyhow!("run missing")))
+        })
         .collect()
+}
+
+/// `job(i)` for every `i` in `0..n` on `threads` threads (at least one,
+/// at most `n`), each thread taking the next index when it is done. Every
+/// index runs even when an earlier one fails; the first failure in index
+/// order is returned. Nothing is kept per index, so a million indices
+/// cost no more memory than ten.
+pub(crate) fn for_each<F>(threads: usize, n: usize, job: F) -> Result<()>
+where
+    F: Fn(usize) -> Result<()> + Sync,
+{
+    let first_err: Mutex<Option<(usize, anyhow::Error)>> = Mutex::new(None);
+    pool(threads, n, &|i| {
+        if let Err(e) = run_caught(|| job(i)) {
+            let mut f = first_err.lock().unwrap_or_else(|p| p.into_inner());
+            if f.as_ref().is_none_or(|(j, _)| i < *j) {
+                *f = Some((i, e));
+            }
+        }
+    })?;
+    match first_err.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// A job whose panic becomes an error (one bad run must not take the
+/// others down with it).
+fn run_caught<T>(job: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+        .unwrap_or_else(|_| Err(anyhow!("simulation thread panicked")))
+}
+
+/// The worker pool under [`parallel_with`] and [`for_each`].
+fn pool(threads: usize, n: usize, work: &(dyn Fn(usize) + Sync)) -> Result<()> {
+    pool_built(threads, n, work, &|_| std::thread::Builder::new())
+}
+
+/// [`pool`] with the threads made by `builder(k)`: `work(i)` for every
+/// `i` in `0..n` on at most `threads` threads (never more than `n`). A
+/// thread the system refuses (a process limit, no memory for its stack)
+/// is an error, not a panic: the threads already started finish the
+/// index they hold and take no more, and the error names the limit hit.
+fn pool_built(
+    threads: usize,
+    n: usize,
+    work: &(dyn Fn(usize) + Sync),
+    builder: &dyn Fn(usize) -> std::thread::Builder,
+) -> Result<()> {
+    let threads = threads.clamp(1, n.max(1));
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for k in 0..threads.min(n) {
+            let worker = || {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    work(i);
+                }
+            };
+            if let Err(e) = builder(k).spawn_scoped(s, worker) {
+                stop.store(true, Ordering::Relaxed);
+                return Err(anyhow!(
+                    "starting worker thread {} of {threads}: {e}; the system refused it \
+                     (a process or memory limit, see ulimit -u): run fewer at once (-j)",
+                    k + 1
+                ));
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Root, or an error saying why `what` needs it.
@@ -148,5 +217,48 @@ mod tests {
         let jobs: Vec<Job<u8>> = vec![Box::new(|| Ok(1)), Box::new(|| Err(anyhow!("run 2 failed")))];
         assert_eq!(parallel(jobs).unwrap_err().to_string(), "run 2 failed");
         assert!(parallel::<u8>(Vec::new()).unwrap().is_empty());
+    }
+
+    /// A thread the system refuses is an error naming it, not a panic
+    /// (`sweep -j 1000000` under a process limit panicked in
+    /// `std::thread::scope`'s spawn). Here the second thread asks for a
+    /// stack of 1 PiB, more than the address space, so its spawn fails.
+    #[test]
+    fn refused_thread_is_an_error() {
+        let ran = AtomicUsize::new(0);
+        let builder = |k: usize| {
+            let b = std::thread::Builder::new();
+            if k == 1 {
+                b.stack_size(1 << 50)
+            } else {
+                b
+            }
+        };
+        // Slow enough that the first thread cannot do all 100 (0.5 s)
+        // before the second one's spawn fails (microseconds).
+        let work = |_| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let err = pool_built(4, 100, &work, &builder).unwrap_err().to_string();
+        assert!(err.contains("starting worker thread 2 of 4"), "{err}");
+        // The first thread stopped taking work when the second failed.
+        assert!(ran.load(Ordering::Relaxed) < 100);
+    }
+
+    #[test]
+    fn for_each_reports_the_first_failure_in_index_order() {
+        let ran = AtomicUsize::new(0);
+        let r = for_each(3, 50, |i| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            match i {
+                7 | 30 => Err(anyhow!("index {i} failed")),
+                9 => panic!("index 9 panicked"),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(r.unwrap_err().to_string(), "index 7 failed");
+        assert_eq!(ran.load(Ordering::Relaxed), 50);
+        assert!(for_each(8, 0, |_| Ok(())).is_ok());
     }
 }

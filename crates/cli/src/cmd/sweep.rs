@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use qosnet_experiments::sweep::{self, Manifest, Sweep};
 
@@ -23,8 +23,8 @@ pub struct SweepArgs {
     /// it, the default scenario (scenarios/tdp-icc2006/tdp-1002.toml).
     pub file: Option<String>,
     /// A swept parameter: KEY=V1,V2,... (e.g. flow.f1.rate=1Mb/s,2Mb/s,4Mb/s).
-    /// Repeatable: the grid is every combination. Replaces a manifest
-    /// parameter of the same key.
+    /// Repeatable, one KEY each: the grid is every combination. Replaces a
+    /// manifest parameter of the same key.
     #[arg(long = "param", value_name = "KEY=V1,V2,...")]
     pub params: Vec<String>,
     /// Seeds per grid cell: a count N (seeds 1..=N) or a list (1,7,9).
@@ -47,7 +47,8 @@ pub struct SweepArgs {
     /// results.json and one SVG per swept parameter.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Simulations at once (default: every core).
+    /// Simulations at once, 1 to 1024 (default: every core; never more
+    /// threads than runs).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
     /// Do not run: write a Slurm job array script or a GNU parallel job list
@@ -84,56 +85,120 @@ fn manifest(a: &SweepArgs) -> Result<(Manifest, Option<PathBuf>)> {
                 metrics: Vec::new(),
                 flows: Vec::new(),
                 params: Vec::new(),
+                places: Default::default(),
             };
             (m, None)
         }
     };
-    for p in &a.params {
-        let p = sweep::parse_param(p)?;
-        match m.params.iter_mut().find(|q| q.key == p.key) {
-            Some(q) => *q = p,
-            None => m.params.push(p),
-        }
-    }
-    if let Some(s) = &a.seeds {
-        m.seeds = sweep::parse_seeds(s)?;
-    }
-    m.set.extend(a.set.iter().cloned());
-    if let Some(d) = &a.duration {
-        m.set.push(format!("scenario.duration=\"{d}\""));
-    }
-    if !a.metrics.is_empty() {
-        m.metrics = a.metrics.clone();
-    }
-    if !a.flows.is_empty() {
-        m.flows = a.flows.clone();
-    }
+    add_flags(&mut m, a)?;
     m.check()?;
     Ok((m, path))
 }
 
+/// The flags on top of a manifest, each part's place the flag that gave it.
+fn add_flags(m: &mut Manifest, a: &SweepArgs) -> Result<()> {
+    add_params(m, &a.params)?;
+    if let Some(s) = &a.seeds {
+        m.seeds = sweep::parse_seeds(s)?;
+        m.places.seeds = format!("--seeds {s}");
+    }
+    for s in &a.set {
+        m.set.push(s.clone());
+        m.places.set.push(format!("--set {s}"));
+    }
+    if let Some(d) = &a.duration {
+        m.set.push(format!("scenario.duration=\"{d}\""));
+        m.places.set.push(format!("--duration {d}"));
+    }
+    if !a.metrics.is_empty() {
+        m.metrics = a.metrics.clone();
+        m.places.metrics = vec![format!("--metrics {}", a.metrics.join(",")); a.metrics.len()];
+    }
+    if !a.flows.is_empty() {
+        m.flows = a.flows.clone();
+        m.places.flows = vec![format!("--flows {}", a.flows.join(",")); a.flows.len()];
+    }
+    Ok(())
+}
+
+/// `--param` flags: each replaces the manifest's parameter of its key or
+/// adds one; the same key twice on the command line is refused (the first
+/// would be silently lost).
+fn add_params(m: &mut Manifest, flags: &[String]) -> Result<()> {
+    let mut given: Vec<(&str, String)> = Vec::new();
+    for arg in flags {
+        let p = sweep::parse_param(arg)?;
+        if let Some((first, _)) = given.iter().find(|(_, k)| *k == p.key) {
+            bail!(
+                "--param {arg}: {} is already swept by --param {first}; give all its values in one --param \
+                 ({}=V1,V2,...)",
+                p.key,
+                p.key
+            );
+        }
+        given.push((arg, p.key.clone()));
+        let place = format!("--param {arg}");
+        let values = vec![place.clone(); p.values.len()];
+        let i = match m.params.iter().position(|q| q.key == p.key) {
+            Some(i) => {
+                m.params[i] = p;
+                i
+            }
+            None => {
+                m.params.push(p);
+                m.params.len() - 1
+            }
+        };
+        set_place(&mut m.places.params, i, place);
+        set_place(&mut m.places.values, i, values);
+    }
+    Ok(())
+}
+
+/// `v[i] = x`, growing `v` with defaults (a manifest made in code has no
+/// places).
+fn set_place<T: Default>(v: &mut Vec<T>, i: usize, x: T) {
+    if v.len() <= i {
+        v.resize_with(i + 1, T::default);
+    }
+    v[i] = x;
+}
+
+/// `-j`: 1 to [`sweep::MAX_JOBS`], default every core.
+fn jobs(a: &SweepArgs) -> Result<usize> {
+    let Some(j) = a.jobs else {
+        return Ok(qosnet_experiments::cores().min(sweep::MAX_JOBS));
+    };
+    if j == 0 || j > sweep::MAX_JOBS {
+        bail!(
+            "-j {j}: give 1 to {} simulations at once (this machine has {} cores; more threads than \
+             cores only cost memory)",
+            sweep::MAX_JOBS,
+            qosnet_experiments::cores()
+        );
+    }
+    Ok(j)
+}
+
 pub fn run(a: SweepArgs) -> Result<()> {
     let (m, path) = manifest(&a)?;
+    let jobs = jobs(&a)?;
     // Relative paths of a command-line sweep resolve from here.
     let mpath = path.clone().unwrap_or_else(|| PathBuf::from("./command-line"));
     let sw = Sweep::from_manifest(&mpath, m, a.out.clone())?;
-    let rows = sw.manifest.rows();
+    let runs = sw.manifest.runs();
     if let Some(n) = a.run_row {
-        let row = rows.get(n).ok_or_else(|| {
-            anyhow!(
-                "--run-row {n}: the sweep has rows 0..={} ({} runs)",
-                rows.len().saturating_sub(1),
-                rows.len()
-            )
-        })?;
-        if sw.finished(row)?.is_some() {
+        // One row of a checked sweep (a Slurm task): its own load checks it.
+        let row = sw.row(n)?;
+        if sw.finished(&row)?.is_some() {
             outln!("row {n} already finished ({})", sw.out.display());
             return Ok(());
         }
-        let rec = sw.run_row(row)?;
+        let rec = sw.run_row(&row)?;
         outln!("row {n} seed {} done in {:.2} s", rec.seed, rec.wall_s);
         return Ok(());
     }
+    sw.check_scenario()?;
     if let Some(e) = a.emit {
         let manifest = sw.prepare()?;
         let manifest = manifest
@@ -152,13 +217,13 @@ pub fn run(a: SweepArgs) -> Result<()> {
             }
         }
         let (file, text) = match e {
-            Emit::Slurm => ("sweep.slurm", sweep::slurm_script(&bin, &manifest, rows.len())),
-            Emit::Parallel => ("jobs.txt", sweep::parallel_jobs(&bin, &manifest, rows.len())),
+            Emit::Slurm => ("sweep.slurm", sweep::slurm_script(&bin, &manifest, runs)),
+            Emit::Parallel => ("jobs.txt", sweep::parallel_jobs(&bin, &manifest, runs)),
         };
         let dir = manifest.parent().unwrap_or(Path::new("."));
         let p = dir.join(file);
         std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
-        outln!("wrote {} ({} runs)", p.display(), rows.len());
+        outln!("wrote {} ({runs} runs)", p.display());
         match e {
             Emit::Slurm => outln!("submit: sbatch {}", p.display()),
             Emit::Parallel => outln!("run:    parallel -j N < {}", p.display()),
@@ -166,16 +231,11 @@ pub fn run(a: SweepArgs) -> Result<()> {
         outln!("gather: qosnet sweep {}", manifest.display());
         return Ok(());
     }
-    let jobs = a.jobs.unwrap_or_else(qosnet_experiments::cores);
-    if jobs == 0 {
-        bail!("-j 0: give at least one job");
-    }
+    let seeds = sw.manifest.seeds.count().max(1);
     eprintln!(
-        "sweep: {} runs ({} cells × {} seeds) on {} threads into {}",
-        rows.len(),
-        rows.len() / sw.manifest.seeds.list().len().max(1),
-        sw.manifest.seeds.list().len(),
-        jobs,
+        "sweep: {runs} runs ({} cells × {seeds} seeds) on {} threads into {}",
+        runs as u64 / seeds,
+        jobs.min(runs).max(1),
         sw.out.display()
     );
     let s = sw.run_all(jobs, &|line| eprintln!("{line}"))?;
@@ -185,7 +245,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         s.rows,
         s.ran,
         s.wall_s,
-        jobs,
+        jobs.min(s.ran).max(1),
         s.skipped
     );
     out!("{}", t.csv());
