@@ -305,11 +305,16 @@ fn node_processes_keep_no_capability() {
                     .map(|v| v.trim().to_string())
                     .unwrap_or_default()
             };
-            seen.push((field("Name:"), field("CapEff:"), field("CapPrm:"), field("NoNewPrivs:")));
+            seen.push((
+                field("Name:"),
+                field("CapEff:"),
+                field("CapPrm:"),
+                field("NoNewPrivs:"),
+            ));
         }
-        let clean = seen
-            .iter()
-            .all(|(_, e, p, n)| e.trim_start_matches('0').is_empty() && p.trim_start_matches('0').is_empty() && n == "1");
+        let clean = seen.iter().all(|(_, e, p, n)| {
+            e.trim_start_matches('0').is_empty() && p.trim_start_matches('0').is_empty() && n == "1"
+        });
         if clean || std::time::Instant::now() > deadline {
             break seen;
         }

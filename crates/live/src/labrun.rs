@@ -584,7 +584,9 @@ pub struct LiveLab {
 struct Procs {
     /// (scenario node index, node name, process).
     children: Vec<(usize, String, std::process::Child)>,
-    dir: std::path::PathBuf,
+    /// The lab's private run directory (crate::rundir): node configs,
+    /// reports, ready files, control sockets. Removed when dropped.
+    dir: crate::rundir::RunDir,
 }
 
 /// Per flow id: the delay histogram buckets and the sink's report.
@@ -793,20 +795,16 @@ fn spawn_nodes(
     marks: &[Instant],
     until: Option<Instant>,
 ) -> Result<(Vec<usize>, Procs), String> {
-    let dir = std::env::temp_dir().join(format!("qosnet-{}-{}", lab.spec().prefix, std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    // Root's only: the stations' control sockets live here.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("chmod 700 {}: {e}", dir.display()))?;
-    }
+    // New, 0700 and ours, never a predictable path in a shared directory:
+    // root writes configs here that root's node processes then act on.
+    let dir = crate::rundir::RunDir::create(&lab.spec().prefix).map_err(|e| format!("run directory: {e}"))?;
     let scenario =
         std::fs::canonicalize(&np.scenario).map_err(|e| format!("{}: {e}", np.scenario.display()))?;
     let mut procs = Procs {
         children: Vec::new(),
-        dir: dir.clone(),
+        dir,
     };
+    let dir = procs.dir.path().to_path_buf();
     let mut index = Vec::new();
     for (i, n) in sc.nodes.iter().enumerate() {
         if !hosted_here(sc, i) || !lab.spec().is_local(&n.name) {
@@ -856,9 +854,11 @@ fn spawn_nodes(
         if let Some((_, k)) = opts.crash_holding_token.iter().find(|(s, _)| *s == n.name) {
             cfg.insert("crash_holding_token_after".into(), (*k as i64).into());
         }
-        let path = dir.join(format!("{}.toml", n.name));
         let text = toml::to_string(&cfg).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let path = procs
+            .dir
+            .write_new(&format!("{}.toml", n.name), text.as_bytes())
+            .map_err(|e| e.to_string())?;
         let mut cmd = std::process::Command::new(&np.exe);
         cmd.arg("node").arg("--config").arg(&path);
         if let Some(n) = opts.driver.nice {
@@ -914,8 +914,8 @@ impl Procs {
         let mut driver: Option<DriverReport> = None;
         for (i, name, c) in self.children.iter_mut() {
             let _ = c.wait();
-            let path = self.dir.join(format!("{name}.report.json"));
-            match std::fs::read_to_string(&path)
+            let path = self.dir.join(&format!("{name}.report.json"));
+            match crate::rundir::read_trusted(&path)
                 .ok()
                 .and_then(|t| serde_json::from_str::<node::NodeRun>(&t).ok())
             {
@@ -944,7 +944,7 @@ impl Drop for Procs {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // self.dir removes itself.
     }
 }
 

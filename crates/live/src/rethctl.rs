@@ -667,33 +667,16 @@ fn serve_conn(conn: UnixStream, tx: &SyncSender<Call>, wake: &UnixStream) {
     }
 }
 
-/// Only root and the station's own user may talk to it.
+/// Only root and the station's own user may talk to it. The client
+/// asks the same of the station ([`Client::connect`]): each end trusts
+/// the other only if it runs as root or as itself.
 fn peer_allowed(c: &UnixStream) -> Result<(), String> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
-    let r = unsafe {
-        libc::getsockopt(
-            c.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut cred as *mut libc::ucred as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(format!("SO_PEERCRED: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: geteuid(2) cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if cred.uid == 0 || cred.uid == me {
+    let cred = rustix::net::sockopt::socket_peercred(c).map_err(|e| format!("SO_PEERCRED: {e}"))?;
+    let uid = cred.uid.as_raw();
+    if uid == 0 || uid == crate::rundir::euid() {
         Ok(())
     } else {
-        Err(format!("uid {} may not control this station", cred.uid))
+        Err(format!("uid {uid} may not control this station"))
     }
 }
 
@@ -760,8 +743,19 @@ pub struct Client {
 }
 
 impl Client {
+    /// Connect to the station at `path`, after checking that the socket
+    /// and its directory are root's or the caller's, and that the process
+    /// listening runs as root or as the caller (SO_PEERCRED): nothing is
+    /// sent to a socket some other user put there.
     pub fn connect(path: &Path) -> Result<Client, String> {
+        crate::rundir::check_socket(path).map_err(|e| format!("not trusting {}: {e}", path.display()))?;
         let s = UnixStream::connect(path).map_err(|e| format!("connecting to {}: {e}", path.display()))?;
+        peer_allowed(&s).map_err(|e| {
+            format!(
+                "not trusting {}: the process listening there runs as another user ({e})",
+                path.display()
+            )
+        })?;
         let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
         let w = s.try_clone().map_err(|e| e.to_string())?;
         Ok(Client {
@@ -796,40 +790,49 @@ impl Client {
 }
 
 /// The control socket of `station` in the lab with namespace prefix
-/// `lab`: `NODE.ctl` in the lab's run directory (`$TMPDIR/qosnet-PREFIX-PID`),
-/// the one whose station answers.
+/// `lab`: `NODE.ctl` in one of the lab's run directories
+/// ([`crate::rundir`]: `/run/qosnet/qosnet-PREFIX-*` for root), the one
+/// whose station answers. Directories, sockets and listeners that are
+/// neither root's nor the caller's are never used, and are named in the
+/// error when nothing else is found.
 pub fn find_socket(lab: &str, station: &str) -> Result<PathBuf, String> {
-    let tmp = std::env::temp_dir();
-    let want = format!("qosnet-{lab}-");
+    let (dirs, refused) = crate::rundir::find(lab);
     let mut found = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(&tmp) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix(&want) else {
-                continue;
-            };
-            if pid.parse::<u32>().is_err() {
-                continue;
-            }
-            let p = e.path().join(format!("{station}.ctl"));
-            if p.exists() {
-                found.push(p);
-            }
+    let mut untrusted: Vec<String> = refused.iter().map(|e| e.to_string()).collect();
+    for d in dirs {
+        let p = d.join(format!("{station}.ctl"));
+        if std::fs::symlink_metadata(&p).is_err() {
+            continue;
+        }
+        match crate::rundir::check_socket(&p) {
+            Ok(()) => found.push(p),
+            Err(e) => untrusted.push(e.to_string()),
         }
     }
     for p in &found {
-        if UnixStream::connect(p).is_ok() {
-            return Ok(p.clone());
+        if let Ok(s) = UnixStream::connect(p) {
+            match peer_allowed(&s) {
+                Ok(()) => return Ok(p.clone()),
+                Err(e) => untrusted.push(format!("{}: {e}", p.display())),
+            }
         }
     }
+    let where_ = match crate::rundir::base() {
+        Ok(Some(b)) => b.display().to_string(),
+        _ => std::env::temp_dir().display().to_string(),
+    };
+    let refused = if untrusted.is_empty() {
+        String::new()
+    } else {
+        format!("; refused as not root's or yours: {}", untrusted.join("; "))
+    };
     if found.is_empty() {
         Err(format!(
-            "no control socket of station {station} in lab {lab} ({}/{want}*/{station}.ctl); is the lab up (`qosnet lab up ... --prefix {lab}`) and {station} a RETHER station?",
-            tmp.display()
+            "no control socket of station {station} in lab {lab} ({where_}/qosnet-{lab}-*/{station}.ctl){refused}; is the lab up (`qosnet lab up ... --prefix {lab}`), run by you or root, and {station} a RETHER station?"
         ))
     } else {
         Err(format!(
-            "the control sockets of {station} found ({found:?}) do not answer: its station process is gone"
+            "the control sockets of {station} found ({found:?}) do not answer: its station process is gone{refused}"
         ))
     }
 }

@@ -114,6 +114,11 @@ const UNLIMITED: &str = "-1";
 trait RtBudget: Sync {
     fn read(&self) -> Result<String, String>;
     fn write(&self, v: &str) -> Result<(), String>;
+    /// The file a [`Guardian`] writes the budget back to if this process
+    /// dies holding it lifted; `None`: no guardian.
+    fn file(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The kernel's budget, [`RT_RUNTIME`].
@@ -127,6 +132,72 @@ impl RtBudget for ProcRtBudget {
     }
     fn write(&self, v: &str) -> Result<(), String> {
         std::fs::write(RT_RUNTIME, v).map_err(|e| format!("{RT_RUNTIME}: {e}"))
+    }
+    fn file(&self) -> Option<&str> {
+        Some(RT_RUNTIME)
+    }
+}
+
+/// What a guardian does when the process that started it is gone without
+/// saying `done` (killed with SIGKILL, a crash): exactly what that
+/// process's last release would have done. Under the decision lock, if no
+/// other process holds the budget lifted (an exclusive lock on
+/// `rt-throttle.held` is granted: the dead process's shared lock went with
+/// it), write the saved budget back and remove it; otherwise leave it to
+/// the last of the others. Without a meeting directory, write the value
+/// it was given. Arguments: directory (or empty), value, budget file.
+const GUARDIAN: &str = r#"
+read -r said || said=
+[ "$said" = done ] && exit 0
+if [ -z "$1" ]; then
+  printf '%s\n' "$2" > "$3"
+  exit 0
+fi
+command -v flock >/dev/null 2>&1 || exit 0
+exec flock -x "$1/rt-throttle.lock" sh -c '
+  flock -xn "$1/rt-throttle.held" true || exit 0
+  v=$(cat "$1/rt-throttle.saved" 2>/dev/null) || exit 0
+  [ -n "$v" ] || exit 0
+  printf "%s\n" "$v" > "$3" && rm -f "$1/rt-throttle.saved"
+' sh "$@"
+"#;
+
+/// A small process (`sh`, in a process group of its own so that a signal
+/// to the lab's group spares it) that restores the budget if this process
+/// dies while holding it lifted: it waits on a pipe that only this
+/// process writes to, and the kernel closes that pipe however the process
+/// ends. A normal release says `done` first, and the guardian exits.
+struct Guardian {
+    child: std::process::Child,
+}
+
+impl std::fmt::Debug for Guardian {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Guardian({})", self.child.id())
+    }
+}
+
+impl Guardian {
+    fn start(file: &str, dir: Option<&str>, restore: &str) -> Option<Guardian> {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("sh")
+            .args(["-c", GUARDIAN, "sh", dir.unwrap_or(""), restore, file])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        Some(Guardian { child })
+    }
+
+    /// This process releases the budget itself: the guardian exits.
+    fn dismiss(mut self) {
+        if let Some(mut i) = self.child.stdin.take() {
+            use std::io::Write;
+            let _ = i.write_all(b"done\n");
+        }
+        let _ = self.child.wait();
     }
 }
 
@@ -146,6 +217,8 @@ struct LiftState {
     restore: String,
     /// This process's share of a cross-process lift, while it holds one.
     shared: Option<Shared>,
+    /// Restores the budget if this process dies holding it lifted.
+    guardian: Option<Guardian>,
 }
 
 /// The process-wide count for the kernel's budget. `/run` is a tmpfs,
@@ -157,6 +230,7 @@ static PROC_LIFTS: Lifts = Lifts {
         holders: 0,
         restore: String::new(),
         shared: None,
+        guardian: None,
     }),
 };
 
@@ -263,6 +337,7 @@ impl Lifts {
             .map(|held| Shared { held });
         st.holders = 1;
         st.restore = restore.clone();
+        st.guardian = self.budget.file().and_then(|f| Guardian::start(f, dir, &restore));
         st.shared = shared;
         drop(decision);
         Ok(Some(RtThrottleLifted {
@@ -276,6 +351,9 @@ impl Lifts {
         st.holders = st.holders.saturating_sub(1);
         if st.holders > 0 {
             return;
+        }
+        if let Some(g) = st.guardian.take() {
+            g.dismiss();
         }
         let Some(shared) = st.shared.take() else {
             let _ = self.budget.write(&st.restore);
@@ -316,9 +394,11 @@ impl Lifts {
 /// setting: `Ok(None)`, never restored. Where `/run/qosnet` cannot be
 /// used, the count is per process, and the process that lifted the budget
 /// restores it when its last guard drops even if another still runs. A
-/// process killed with SIGKILL leaves the budget lifted, with its saved
-/// value: the next qosnet run that lifts it restores that value when it
-/// ends (or `sysctl kernel.sched_rt_runtime_us=950000`).
+/// process killed with SIGKILL (or crashing) is covered by its
+/// [`Guardian`], which does what its release would have done; if the
+/// guardian itself is killed too, the saved value stays for the next
+/// qosnet run that lifts the budget to restore when it ends (or
+/// `sysctl kernel.sched_rt_runtime_us=950000`).
 pub struct RtThrottleLifted {
     lifts: &'static Lifts,
     old: String,
@@ -620,6 +700,7 @@ mod tests {
                 holders: 0,
                 restore: String::new(),
                 shared: None,
+                guardian: None,
             }),
         }))
     }
@@ -670,6 +751,88 @@ mod tests {
             assert_eq!(b.writes.load(std::sync::atomic::Ordering::Relaxed), 2);
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+
+    /// A budget in a file, which a guardian process can write back to.
+    struct FileBudget(&'static str);
+
+    impl RtBudget for FileBudget {
+        fn read(&self) -> Result<String, String> {
+            std::fs::read_to_string(self.0)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| e.to_string())
+        }
+        fn write(&self, v: &str) -> Result<(), String> {
+            std::fs::write(self.0, v).map_err(|e| e.to_string())
+        }
+        fn file(&self) -> Option<&str> {
+            Some(self.0)
+        }
+    }
+
+    fn file_lifts(dir: &'static str, value: &str) -> (&'static FileBudget, [&'static Lifts; 2]) {
+        let f: &'static str = Box::leak(format!("{dir}/budget").into_boxed_str());
+        std::fs::write(f, value).unwrap();
+        let b: &'static FileBudget = Box::leak(Box::new(FileBudget(f)));
+        let l = || -> &'static Lifts {
+            Box::leak(Box::new(Lifts {
+                budget: b,
+                dir: Some(dir),
+                state: std::sync::Mutex::new(LiftState {
+                    holders: 0,
+                    restore: String::new(),
+                    shared: None,
+                    guardian: None,
+                }),
+            }))
+        };
+        (b, [l(), l()])
+    }
+
+    /// What the kernel does to a process killed with SIGKILL while it
+    /// holds the budget lifted: its locks and its end of the guardian's
+    /// pipe are closed, and no release runs. Returns once the guardian
+    /// has done its work.
+    fn die(l: &Lifts, g: RtThrottleLifted) {
+        std::mem::forget(g);
+        let mut st = l.state();
+        st.holders = 0;
+        drop(st.shared.take());
+        let mut guardian = st.guardian.take().expect("a guardian was started");
+        drop(guardian.child.stdin.take());
+        let status = guardian.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+    }
+
+    /// Issue 26 finding 5: a lab killed with SIGKILL left RT throttling
+    /// lifted for the whole machine until the next run. Its guardian now
+    /// restores it at once, unless another process still holds it
+    /// lifted, which then restores it as the last one out.
+    #[test]
+    fn a_killed_lifters_guardian_restores_the_budget() {
+        let dir = meeting_dir("guardian");
+        let (b, [l1, l2]) = file_lifts(dir, "950000");
+        let g = l1.lift().unwrap().unwrap();
+        assert_eq!(b.read().unwrap(), UNLIMITED);
+        die(l1, g);
+        assert_eq!(b.read().unwrap(), "950000", "the guardian restored it");
+        assert_eq!(saved(dir), None);
+
+        // Two holders; the first dies: the other still needs it lifted.
+        let g1 = l1.lift().unwrap().unwrap();
+        let g2 = l2.lift().unwrap().expect("joins");
+        die(l1, g1);
+        assert_eq!(b.read().unwrap(), UNLIMITED, "the other process still runs");
+        drop(g2);
+        assert_eq!(b.read().unwrap(), "950000");
+
+        // A normal end: the guardian is dismissed and writes nothing.
+        let g = l1.lift().unwrap().unwrap();
+        drop(g);
+        std::fs::write(b.0, "4242").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(b.read().unwrap(), "4242", "a dismissed guardian wrote");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
