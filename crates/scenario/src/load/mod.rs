@@ -10,12 +10,13 @@
 //! kind), [`links`] (`[[link]]`, `[[segment]]`, broadcast domains and
 //! addresses), [`flows`] (`[[flow]]`), [`extras`] (`[[route]]`,
 //! `[taprio]`, `[htb]`), [`paper`] (`[paper]`); `[diffserv]` is in
-//! `crate::ds`.
+//! `crate::ds`. [`l2`] checks the layer-2 topology (no switching loops).
 
 mod extras;
 pub(crate) mod faults;
 mod flows;
 mod header;
+mod l2;
 mod links;
 mod nodes;
 mod paper;
@@ -309,6 +310,9 @@ pub mod limits {
     pub const MAX_CAPACITY_BPS: u64 = 1_000_000_000_000;
     /// A flow sends at least one packet per `MAX_RUN`.
     pub const MIN_FLOW_PPS: f64 = 1.0 / 86_400.0;
+    /// Stations of one shared segment, its `[[link]]`s to switches
+    /// included (the simulator's medium takes no more).
+    pub const MAX_SEGMENT_STATIONS: usize = 1024;
     /// A scenario file: 256 MiB of text.
     pub const MAX_FILE_BYTES: u64 = 256 << 20;
 }
@@ -758,6 +762,7 @@ fn build(
     let (mut names, mut nodes) = nodes::nodes(cx, f, tdp.is_some())?;
     let segments = links::segment_nodes(cx, f, &mut names, &mut nodes)?;
     let (links, domains) = links::links(cx, f, &names, &nodes, &segments)?;
+    l2::check(cx, f, &nodes, &links)?;
     let (flows, spans) = flows::flows(
         cx,
         raw_flows,
@@ -933,6 +938,20 @@ fn validate(
                 span,
                 format!("{} {}: {msg}", sc.nodes[i].kind_name(), sc.nodes[i].name),
                 "the simulator and the live lab would refuse this STSDR as configured",
+            )
+        })?;
+    }
+    // Every other node the drivers build (switches, RETHER stations and
+    // bridges), built here too: whatever their constructors refuse that
+    // the checks above missed is refused at load, at the node, so `check`
+    // never passes a file `sim` or `lab` would refuse.
+    let others = |i: &usize| !sc.nodes[*i].is_router() && !sc.nodes[*i].is_stsdr();
+    for i in (0..sc.nodes.len()).filter(others) {
+        crate::build::build_node(sc, &net, &setup, i, &opts).map_err(|msg| {
+            cx.err(
+                node_span(i),
+                format!("{} {}: {msg}", sc.nodes[i].kind_name(), sc.nodes[i].name),
+                "the simulator and the live lab would refuse this node as configured",
             )
         })?;
     }
