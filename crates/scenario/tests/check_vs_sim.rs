@@ -221,6 +221,36 @@ fn bad_rows() -> Vec<(&'static str, String, &'static str, &'static str)> {
             "256 RETHER stations",
         ),
         (
+            "rether-fault-after-the-run",
+            RETHER.replace("at = \"300ms\"", "at = \"5s\""),
+            "at = \"5s\"",
+            "at = 5s is not within the run (1s)",
+        ),
+        (
+            "rether-restart-after-the-run",
+            RETHER.replace("restart = \"600ms\"", "restart = \"2s\""),
+            "restart = \"2s\"",
+            "restart = 2s is not within the run",
+        ),
+        (
+            "rether-overlapping-crashes",
+            RETHER.replace(
+                "[[node]]\nname = \"s1\"",
+                "[[fault]]\nnode = \"s3\"\nat = \"400ms\"\nkind = \"crash-holding\"\n\n[[node]]\nname = \"s1\"",
+            ),
+            "at = \"400ms\"",
+            "`s3` is already down at 400ms: the kind = \"crash\" fault at 300ms keeps it down until its restart at 600ms",
+        ),
+        (
+            "rether-kill-while-crashed",
+            RETHER.replace(
+                "[[node]]\nname = \"s1\"",
+                "[[fault]]\nnode = \"s3\"\nat = \"500ms\"\nkind = \"kill\"\n\n[[node]]\nname = \"s1\"",
+            ),
+            "at = \"500ms\"",
+            "`s3` is already down at 500ms",
+        ),
+        (
             "segment-jam-zero",
             RETHER.replace("jam_bits = 32", "jam_bits = 0"),
             "jam_bits = 0",

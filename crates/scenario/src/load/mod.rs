@@ -777,7 +777,7 @@ fn build(
     let routes = extras::routes(cx, f, &names, &nodes, &links)?;
     let taprio = extras::taprio(cx, f, &nodes)?;
     let htb = extras::htb(cx, f, &nodes, &links)?;
-    let rether = rether::params(cx, f, &names, &nodes)?;
+    let rether = rether::params(cx, f, &names, &nodes, h.duration)?;
     rether::stations(cx, f, &nodes, &links, rether.as_ref())?;
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),
@@ -786,6 +786,7 @@ fn build(
     let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed)?;
     let paper = paper::paper(cx, f.paper.as_ref())?;
     let kills = faults::kills(cx, f, &names, &nodes, h.duration)?;
+    faults::no_overlapping_downs(cx, f, &names)?;
     let stalls = faults::stalls(cx, f, &names, &nodes, h.duration)?;
     let sc = Scenario {
         name: h.name,

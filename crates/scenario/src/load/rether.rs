@@ -33,10 +33,11 @@ pub(super) fn params(
     f: &raw::File,
     names: &Names,
     nodes: &[Node],
+    duration: Duration,
 ) -> Result<Option<RetherParams>, ScenarioError> {
     let any = nodes.iter().any(|n| n.is_rether());
     let Some(r) = f.rether.as_ref() else {
-        let faults = faults(cx, f, names, nodes)?;
+        let faults = faults(cx, f, names, nodes, duration)?;
         return Ok(any.then(|| RetherParams { faults, ..defaults() }));
     };
     if !any {
@@ -128,7 +129,7 @@ pub(super) fn params(
         ack_stagger: dur(&r.ack_stagger, "ack_stagger", Duration::ZERO)?,
         ack_margin: ack_margin(cx, r)?,
         boot_csma,
-        faults: faults(cx, f, names, nodes)?,
+        faults: faults(cx, f, names, nodes, duration)?,
     }))
 }
 
@@ -182,6 +183,7 @@ fn faults(
     f: &raw::File,
     names: &Names,
     nodes: &[Node],
+    duration: Duration,
 ) -> Result<Vec<(usize, Fault)>, ScenarioError> {
     let mut v = Vec::new();
     let max = super::limits::MAX_RUN;
@@ -218,16 +220,21 @@ fn faults(
                 "RETHER faults are injected at kind = \"rether\" nodes; kind = \"kill\" fails any node",
             ));
         }
-        let at = Instant(
-            cx.dur_max(&fl.at, max, "at", "faults happen within the run")?
-                .as_nanos(),
-        );
-        let restart = fl
-            .restart
-            .as_ref()
-            .map(|v| cx.dur_max(v, max, "restart", "faults happen within the run"))
-            .transpose()?
-            .map(|d| Instant(d.as_nanos()));
+        let within = |v: &raw::S<String>, what: &str| -> Result<Instant, ScenarioError> {
+            let t = cx.dur_max(v, max, what, "faults happen within the run")?;
+            if t >= duration {
+                // After the end the station never sees it: a typo for an
+                // earlier time, or a run meant to be longer.
+                return Err(cx.err(
+                    v.span(),
+                    format!("{what} = {} is not within the run ({duration})", v.get_ref()),
+                    "a fault happens before the scenario's duration: move it earlier, or lengthen the run (leave restart out for a station that stays down)",
+                ));
+            }
+            Ok(Instant(t.as_nanos()))
+        };
+        let at = within(&fl.at, "at")?;
+        let restart = fl.restart.as_ref().map(|v| within(v, "restart")).transpose()?;
         if let (Some(t), Some(v)) = (restart, &fl.restart) {
             if t <= at {
                 return Err(cx.err(
