@@ -313,6 +313,12 @@ pub mod limits {
     /// Stations of one shared segment, its `[[link]]`s to switches
     /// included (the simulator's medium takes no more).
     pub const MAX_SEGMENT_STATIONS: usize = 1024;
+    /// How often one periodic timer (a heartbeat, a token pass, a time
+    /// frame) may fire in a run, drain included: 10^9. The simulator runs
+    /// 2 to 5 M events/s on this project's machine (`qosnet sim --stats`,
+    /// scenarios/stsdr/nowfq.toml: 2.04 M/s with 1 ns heartbeats, 4.09 M/s
+    /// with 1 ms), so one such timer alone is minutes of wall time.
+    pub const MAX_TIMER_FIRINGS: u64 = 1_000_000_000;
     /// A scenario file: 256 MiB of text.
     pub const MAX_FILE_BYTES: u64 = 256 << 20;
 }
@@ -783,8 +789,16 @@ fn build(
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d, &names.0, &nodes, &links)?,
     };
-    let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed)?;
+    let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed, h.duration + h.drain)?;
     let paper = paper::paper(cx, f.paper.as_ref())?;
+    timer_budgets(
+        cx,
+        f,
+        h.duration + h.drain,
+        tdp.as_ref(),
+        taprio.as_ref(),
+        rether.as_ref(),
+    )?;
     let kills = faults::kills(cx, f, &names, &nodes, h.duration)?;
     faults::no_overlapping_downs(cx, f, &names)?;
     let stalls = faults::stalls(cx, f, &names, &nodes, h.duration)?;
@@ -813,6 +827,59 @@ fn build(
         warnings: Vec::new(),
     };
     Ok((sc, spans))
+}
+
+/// The periodic timers a scenario sets (TDP's time frame, a taprio gate
+/// cycle's shortest entry, RETHER's token pass; the STSDR heartbeat is
+/// checked with `[stsdr]`) must fire a countable number of times in the
+/// run: each firing is an event of the simulator, and a run of more than
+/// [`limits::MAX_TIMER_FIRINGS`] for one timer would not finish in any
+/// useful time. Each key has its floor relative to what it does where it
+/// is parsed; this is the bound over the whole run.
+fn timer_budgets(
+    cx: &Ctx,
+    f: &raw::File,
+    run: Duration,
+    tdp: Option<&TdpParams>,
+    taprio: Option<&TaprioParams>,
+    rether: Option<&RetherParams>,
+) -> Result<(), ScenarioError> {
+    let budget = |span: Range<usize>, what: &str, period: Duration, hint: &str| {
+        let firings = run.as_nanos() / period.as_nanos().max(1);
+        if firings <= limits::MAX_TIMER_FIRINGS {
+            return Ok(());
+        }
+        Err(cx.err(
+            span,
+            format!(
+                "{what} of {period} fires {firings} times in the {run} run (drain included), more than {} events for one timer",
+                limits::MAX_TIMER_FIRINGS
+            ),
+            format!("{hint}, or shorten the run"),
+        ))
+    };
+    if let (Some(t), Some(r)) = (tdp, &f.tdp) {
+        budget(r.get_ref().tf.span(), "a TDP time frame", t.tf, "use a longer tf")?;
+    }
+    if let (Some(t), Some(r)) = (taprio, &f.taprio) {
+        if let Some(&(d, _)) = t.entries.iter().min_by_key(|e| e.0) {
+            budget(r.span(), "a taprio gate entry", d, "use longer gate entries")?;
+        }
+    }
+    if let (Some(p), Some(r)) = (rether, &f.rether) {
+        let span = r
+            .get_ref()
+            .t_token
+            .as_ref()
+            .map_or_else(|| r.span(), |v| v.span());
+        budget(
+            span,
+            "a RETHER token pass (t_token)",
+            p.t_token,
+            "use a longer t_token",
+        )?;
+    }
+    Ok(())
 }
 
 /// What the drivers work out from a loaded scenario — its routes and flow
