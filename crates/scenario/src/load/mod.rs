@@ -412,11 +412,49 @@ pub fn load_file(path: &str, sets: &[String]) -> Result<Scenario, ScenarioError>
 /// refuse the same files with the same messages.
 pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if sets.is_empty() {
-        return load_applied(file, text, None, sets);
+    let load = |sets: &[String]| {
+        if sets.is_empty() {
+            return load_applied(file, text, None, sets);
+        }
+        let applied = apply_sets(file, text, sets)?;
+        load_applied(file, text, Some(applied), sets)
+    };
+    load(sets).map_err(|e| blame_sets(e, sets, load))
+}
+
+/// An error at a line of the file that the file alone does not have was
+/// caused by the `--set` overrides (a duration shorter than the file's
+/// warm-up, a flow sent to a node that cannot take it): name the first
+/// override after which the scenario is refused, and keep the file's
+/// place in the message. Only on the error path: it loads the scenario
+/// again with the file alone and with each prefix of the overrides.
+fn blame_sets(
+    err: ScenarioError,
+    sets: &[String],
+    load: impl Fn(&[String]) -> Result<Scenario, ScenarioError>,
+) -> ScenarioError {
+    if sets.is_empty() || err.file.starts_with("--set ") || load(&[]).err().as_ref() == Some(&err) {
+        return err;
     }
-    let applied = apply_sets(file, text, sets)?;
-    load_applied(file, text, Some(applied), sets)
+    let prefix = |k: usize| load(&sets[..k]).err();
+    let culprit = (1..=sets.len())
+        .find(|&k| prefix(k).as_ref() == Some(&err))
+        .or_else(|| (1..=sets.len()).find(|&k| prefix(k).is_some()));
+    let Some(k) = culprit else {
+        return err;
+    };
+    let at = if err.line > 0 {
+        format!(" ({}:{}:{})", err.file, err.line, err.col)
+    } else {
+        String::new()
+    };
+    ScenarioError {
+        file: format!("--set {}", sets[k - 1]),
+        line: 0,
+        col: 0,
+        msg: format!("{}{at}", err.msg),
+        hint: err.hint,
+    }
 }
 
 /// A scenario file parsed once (as a TOML document), to be loaded with
@@ -441,11 +479,14 @@ impl<'a> SetBase<'a> {
 
     /// The scenario with `sets` applied, as `load_str` loads it.
     pub fn load(&self, sets: &[String]) -> Result<Scenario, ScenarioError> {
-        if sets.is_empty() {
-            return load_applied(&self.file, self.text, None, sets);
-        }
-        let applied = apply_sets_doc(self.doc.clone()?, sets)?;
-        load_applied(&self.file, self.text, Some(applied), sets)
+        let load = |sets: &[String]| {
+            if sets.is_empty() {
+                return load_applied(&self.file, self.text, None, sets);
+            }
+            let applied = apply_sets_doc(self.doc.clone()?, sets)?;
+            load_applied(&self.file, self.text, Some(applied), sets)
+        };
+        load(sets).map_err(|e| blame_sets(e, sets, load))
     }
 }
 
@@ -581,7 +622,7 @@ fn map_lines(orig: &str, applied: &str) -> Vec<Origin> {
     out
 }
 /// Apply `key=value` overrides. Keys are dotted paths; arrays of tables
-/// (`node`, `link`, `flow`, `route`) are addressed by element name, `*`
+/// (`node`, `link`, `flow`, `route`, `segment`) are addressed by element name, `*`
 /// (all) or a name prefix followed by `*`: `flow.f1234.size=482`,
 /// `node.R*.scheduler=fifo`, `flow.*.size=482`, `scenario.duration=2s`.
 /// Each value set is followed by a `# qosnet --set #K` comment naming the
@@ -669,7 +710,7 @@ fn apply_sets_doc(mut doc: toml_edit::DocumentMut, sets: &[String]) -> Result<St
                 "keys are dotted paths such as flow.f1234.size",
             ));
         }
-        let arrays = ["node", "link", "flow", "route"];
+        let arrays = ["node", "link", "flow", "route", "segment"];
         if arrays.contains(&parts[0]) {
             if parts.len() < 3 {
                 return Err(set_err(
