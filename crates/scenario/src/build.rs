@@ -482,6 +482,7 @@ pub fn build_switch(sc: &Scenario, net: &Network, i: usize, spec: &SwitchSpec) -
     cfg.forwarding_latency = spec.latency;
     cfg.fdb_capacity = spec.fdb_size;
     cfg.aging_time = spec.aging;
+    cfg.mtu = spec.mtu;
     for f in &net.nodes[i].ifaces {
         let link = &sc.links[f.link];
         let vlan = match sc.nodes[f.peer].kind {

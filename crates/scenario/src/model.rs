@@ -488,6 +488,16 @@ pub struct SwitchSpec {
     pub fdb_size: usize,
     /// MAC aging time.
     pub aging: Duration,
+    /// Largest payload (after the header and VLAN tag) a port takes: 1500,
+    /// or up to 9216 for jumbo frames (an STSDR `mtu` above 1500 needs it).
+    pub mtu: usize,
+}
+
+impl SwitchSpec {
+    /// The longest frame (no FCS) a port may queue at `mtu`.
+    pub fn max_frame(mtu: usize) -> usize {
+        qosnet_core::wire::ETH_HDR + 4 + mtu
+    }
 }
 
 impl Default for SwitchSpec {
@@ -498,6 +508,7 @@ impl Default for SwitchSpec {
             queue_bytes: 1 << 20,
             fdb_size: 8192,
             aging: Duration::from_secs(300),
+            mtu: 1500,
         }
     }
 }

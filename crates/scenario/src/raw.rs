@@ -431,6 +431,7 @@ pub struct SwitchOpts {
     pub queue_bytes: Option<S<i64>>,
     pub fdb_size: Option<S<i64>>,
     pub aging: Option<S<String>>,
+    pub mtu: Option<S<i64>>,
 }
 
 /// `[[segment]]`: a shared Ethernet bus and the stations on it.

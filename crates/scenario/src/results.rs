@@ -39,6 +39,9 @@ pub struct FlowResult {
     pub received: u64,
     pub lost: u64,
     pub reordered: u64,
+    /// Arrivals of a packet (same flow, same sequence number) that had
+    /// already arrived: copies, never counted in `received`.
+    pub duplicates: u64,
     pub delay_ns: DelayStats,
     /// max − min one-way delay (the TDP paper's definition of jitter).
     pub jitter_ns: u64,

@@ -823,7 +823,10 @@ impl Sim {
         // against the flow's highest sequence number and the arrival time
         // (exact: the sim's delays are bounded far below ±549 s).
         let p = d.resolve(f.top_seq(), now.as_nanos());
-        f.saw(p.seq);
+        if !f.saw(p.seq) {
+            // A copy of a packet that already arrived: counted as such.
+            return;
+        }
         let (warmup, end) = (self.sc.warmup.as_nanos(), self.sc.duration.as_nanos());
         if now.as_nanos() >= warmup && now.as_nanos() < end {
             f.arrived_in_window(info.total_len);

@@ -291,3 +291,53 @@ pub(super) fn kills(
     out.sort_by_key(|k| (k.at, k.node));
     Ok(out)
 }
+
+/// A station or node is down from a crash or a kill until its restart (or
+/// the end of the run): a second crash or kill in that time would act on
+/// a node that is not running, and the simulator would silently ignore
+/// or misorder it. Refused at the later entry, naming the earlier one.
+/// Runs after `kills` and the RETHER faults have been validated.
+pub(super) fn no_overlapping_downs(cx: &Ctx, f: &raw::File, names: &Names) -> Result<(), ScenarioError> {
+    let rether = f.rether.as_ref().and_then(|r| r.get_ref().fault.as_ref());
+    // (node, at, restart, kind, span of its `at`)
+    let mut downs = Vec::new();
+    for s in f.faults.iter().chain(rether.into_iter().flatten()) {
+        let fl = s.get_ref();
+        let kind = fl.kind.get_ref().as_str();
+        if !matches!(kind, KILL | "crash" | "crash-holding") {
+            continue;
+        }
+        let Some(node) = &fl.node else { continue };
+        let n = names.lookup(cx, node, "fault node")?;
+        let t = |v: &str| crate::units::parse_duration(v).unwrap_or(Duration::ZERO);
+        let at = t(fl.at.get_ref());
+        let restart = fl.restart.as_ref().map(|r| t(r.get_ref()));
+        downs.push((n, at, restart, kind, fl.at.span()));
+    }
+    downs.sort_by_key(|d| (d.0, d.1));
+    for w in downs.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.0 != b.0 || a.2.is_some_and(|r| r <= b.1) {
+            continue;
+        }
+        let until = match a.2 {
+            Some(r) => format!("until its restart at {r}"),
+            None => "for the rest of the run (no restart)".into(),
+        };
+        let name = names
+            .0
+            .iter()
+            .find(|(_, &i)| i == b.0)
+            .map(|(k, _)| k.as_str())
+            .unwrap_or("?");
+        return Err(cx.err(
+            b.4.clone(),
+            format!(
+                "`{name}` is already down at {}: the kind = \"{}\" fault at {} keeps it down {until}",
+                b.1, a.3, a.1
+            ),
+            "a node fails again only after it restarted: move this fault after the restart, or give the earlier one a restart before it",
+        ));
+    }
+    Ok(())
+}

@@ -105,7 +105,8 @@ pub(super) fn segment_nodes(
             jam_bits: s
                 .jam_bits
                 .as_ref()
-                .map(|v| cx.int(v, 0, 1024, "jam_bits"))
+                // A collision must be signalled: at least one bit of jam.
+                .map(|v| cx.int(v, 1, 1024, "jam_bits"))
                 .transpose()?
                 .unwrap_or(32),
             attempt_limit: s

@@ -10,12 +10,13 @@
 //! kind), [`links`] (`[[link]]`, `[[segment]]`, broadcast domains and
 //! addresses), [`flows`] (`[[flow]]`), [`extras`] (`[[route]]`,
 //! `[taprio]`, `[htb]`), [`paper`] (`[paper]`); `[diffserv]` is in
-//! `crate::ds`.
+//! `crate::ds`. [`l2`] checks the layer-2 topology (no switching loops).
 
 mod extras;
 pub(crate) mod faults;
 mod flows;
 mod header;
+mod l2;
 mod links;
 mod nodes;
 mod paper;
@@ -309,6 +310,15 @@ pub mod limits {
     pub const MAX_CAPACITY_BPS: u64 = 1_000_000_000_000;
     /// A flow sends at least one packet per `MAX_RUN`.
     pub const MIN_FLOW_PPS: f64 = 1.0 / 86_400.0;
+    /// Stations of one shared segment, its `[[link]]`s to switches
+    /// included (the simulator's medium takes no more).
+    pub const MAX_SEGMENT_STATIONS: usize = 1024;
+    /// How often one periodic timer (a heartbeat, a token pass, a time
+    /// frame) may fire in a run, drain included: 10^9. The simulator runs
+    /// 2 to 5 M events/s on this project's machine (`qosnet sim --stats`,
+    /// scenarios/stsdr/nowfq.toml: 2.04 M/s with 1 ns heartbeats, 4.09 M/s
+    /// with 1 ms), so one such timer alone is minutes of wall time.
+    pub const MAX_TIMER_FIRINGS: u64 = 1_000_000_000;
     /// A scenario file: 256 MiB of text.
     pub const MAX_FILE_BYTES: u64 = 256 << 20;
 }
@@ -402,11 +412,49 @@ pub fn load_file(path: &str, sets: &[String]) -> Result<Scenario, ScenarioError>
 /// refuse the same files with the same messages.
 pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if sets.is_empty() {
-        return load_applied(file, text, None, sets);
+    let load = |sets: &[String]| {
+        if sets.is_empty() {
+            return load_applied(file, text, None, sets);
+        }
+        let applied = apply_sets(file, text, sets)?;
+        load_applied(file, text, Some(applied), sets)
+    };
+    load(sets).map_err(|e| blame_sets(e, sets, load))
+}
+
+/// An error at a line of the file that the file alone does not have was
+/// caused by the `--set` overrides (a duration shorter than the file's
+/// warm-up, a flow sent to a node that cannot take it): name the first
+/// override after which the scenario is refused, and keep the file's
+/// place in the message. Only on the error path: it loads the scenario
+/// again with the file alone and with each prefix of the overrides.
+fn blame_sets(
+    err: ScenarioError,
+    sets: &[String],
+    load: impl Fn(&[String]) -> Result<Scenario, ScenarioError>,
+) -> ScenarioError {
+    if sets.is_empty() || err.file.starts_with("--set ") || load(&[]).err().as_ref() == Some(&err) {
+        return err;
     }
-    let applied = apply_sets(file, text, sets)?;
-    load_applied(file, text, Some(applied), sets)
+    let prefix = |k: usize| load(&sets[..k]).err();
+    let culprit = (1..=sets.len())
+        .find(|&k| prefix(k).as_ref() == Some(&err))
+        .or_else(|| (1..=sets.len()).find(|&k| prefix(k).is_some()));
+    let Some(k) = culprit else {
+        return err;
+    };
+    let at = if err.line > 0 {
+        format!(" ({}:{}:{})", err.file, err.line, err.col)
+    } else {
+        String::new()
+    };
+    ScenarioError {
+        file: format!("--set {}", sets[k - 1]),
+        line: 0,
+        col: 0,
+        msg: format!("{}{at}", err.msg),
+        hint: err.hint,
+    }
 }
 
 /// A scenario file parsed once (as a TOML document), to be loaded with
@@ -431,11 +479,14 @@ impl<'a> SetBase<'a> {
 
     /// The scenario with `sets` applied, as `load_str` loads it.
     pub fn load(&self, sets: &[String]) -> Result<Scenario, ScenarioError> {
-        if sets.is_empty() {
-            return load_applied(&self.file, self.text, None, sets);
-        }
-        let applied = apply_sets_doc(self.doc.clone()?, sets)?;
-        load_applied(&self.file, self.text, Some(applied), sets)
+        let load = |sets: &[String]| {
+            if sets.is_empty() {
+                return load_applied(&self.file, self.text, None, sets);
+            }
+            let applied = apply_sets_doc(self.doc.clone()?, sets)?;
+            load_applied(&self.file, self.text, Some(applied), sets)
+        };
+        load(sets).map_err(|e| blame_sets(e, sets, load))
     }
 }
 
@@ -571,7 +622,7 @@ fn map_lines(orig: &str, applied: &str) -> Vec<Origin> {
     out
 }
 /// Apply `key=value` overrides. Keys are dotted paths; arrays of tables
-/// (`node`, `link`, `flow`, `route`) are addressed by element name, `*`
+/// (`node`, `link`, `flow`, `route`, `segment`) are addressed by element name, `*`
 /// (all) or a name prefix followed by `*`: `flow.f1234.size=482`,
 /// `node.R*.scheduler=fifo`, `flow.*.size=482`, `scenario.duration=2s`.
 /// Each value set is followed by a `# qosnet --set #K` comment naming the
@@ -659,7 +710,7 @@ fn apply_sets_doc(mut doc: toml_edit::DocumentMut, sets: &[String]) -> Result<St
                 "keys are dotted paths such as flow.f1234.size",
             ));
         }
-        let arrays = ["node", "link", "flow", "route"];
+        let arrays = ["node", "link", "flow", "route", "segment"];
         if arrays.contains(&parts[0]) {
             if parts.len() < 3 {
                 return Err(set_err(
@@ -758,6 +809,7 @@ fn build(
     let (mut names, mut nodes) = nodes::nodes(cx, f, tdp.is_some())?;
     let segments = links::segment_nodes(cx, f, &mut names, &mut nodes)?;
     let (links, domains) = links::links(cx, f, &names, &nodes, &segments)?;
+    l2::check(cx, f, &nodes, &links)?;
     let (flows, spans) = flows::flows(
         cx,
         raw_flows,
@@ -772,15 +824,24 @@ fn build(
     let routes = extras::routes(cx, f, &names, &nodes, &links)?;
     let taprio = extras::taprio(cx, f, &nodes)?;
     let htb = extras::htb(cx, f, &nodes, &links)?;
-    let rether = rether::params(cx, f, &names, &nodes)?;
+    let rether = rether::params(cx, f, &names, &nodes, h.duration)?;
     rether::stations(cx, f, &nodes, &links, rether.as_ref())?;
     let diffserv = match &f.diffserv {
         None => DiffServParams::default(),
         Some(d) => crate::ds::diffserv(cx, d, &names.0, &nodes, &links)?,
     };
-    let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed)?;
+    let stsdr = stsdr::stsdr(cx, f, &names, &nodes, &links, h.seed, h.duration + h.drain)?;
     let paper = paper::paper(cx, f.paper.as_ref())?;
+    timer_budgets(
+        cx,
+        f,
+        h.duration + h.drain,
+        tdp.as_ref(),
+        taprio.as_ref(),
+        rether.as_ref(),
+    )?;
     let kills = faults::kills(cx, f, &names, &nodes, h.duration)?;
+    faults::no_overlapping_downs(cx, f, &names)?;
     let stalls = faults::stalls(cx, f, &names, &nodes, h.duration)?;
     let sc = Scenario {
         name: h.name,
@@ -807,6 +868,59 @@ fn build(
         warnings: Vec::new(),
     };
     Ok((sc, spans))
+}
+
+/// The periodic timers a scenario sets (TDP's time frame, a taprio gate
+/// cycle's shortest entry, RETHER's token pass; the STSDR heartbeat is
+/// checked with `[stsdr]`) must fire a countable number of times in the
+/// run: each firing is an event of the simulator, and a run of more than
+/// [`limits::MAX_TIMER_FIRINGS`] for one timer would not finish in any
+/// useful time. Each key has its floor relative to what it does where it
+/// is parsed; this is the bound over the whole run.
+fn timer_budgets(
+    cx: &Ctx,
+    f: &raw::File,
+    run: Duration,
+    tdp: Option<&TdpParams>,
+    taprio: Option<&TaprioParams>,
+    rether: Option<&RetherParams>,
+) -> Result<(), ScenarioError> {
+    let budget = |span: Range<usize>, what: &str, period: Duration, hint: &str| {
+        let firings = run.as_nanos() / period.as_nanos().max(1);
+        if firings <= limits::MAX_TIMER_FIRINGS {
+            return Ok(());
+        }
+        Err(cx.err(
+            span,
+            format!(
+                "{what} of {period} fires {firings} times in the {run} run (drain included), more than {} events for one timer",
+                limits::MAX_TIMER_FIRINGS
+            ),
+            format!("{hint}, or shorten the run"),
+        ))
+    };
+    if let (Some(t), Some(r)) = (tdp, &f.tdp) {
+        budget(r.get_ref().tf.span(), "a TDP time frame", t.tf, "use a longer tf")?;
+    }
+    if let (Some(t), Some(r)) = (taprio, &f.taprio) {
+        if let Some(&(d, _)) = t.entries.iter().min_by_key(|e| e.0) {
+            budget(r.span(), "a taprio gate entry", d, "use longer gate entries")?;
+        }
+    }
+    if let (Some(p), Some(r)) = (rether, &f.rether) {
+        let span = r
+            .get_ref()
+            .t_token
+            .as_ref()
+            .map_or_else(|| r.span(), |v| v.span());
+        budget(
+            span,
+            "a RETHER token pass (t_token)",
+            p.t_token,
+            "use a longer t_token",
+        )?;
+    }
+    Ok(())
 }
 
 /// What the drivers work out from a loaded scenario — its routes and flow
@@ -933,6 +1047,20 @@ fn validate(
                 span,
                 format!("{} {}: {msg}", sc.nodes[i].kind_name(), sc.nodes[i].name),
                 "the simulator and the live lab would refuse this STSDR as configured",
+            )
+        })?;
+    }
+    // Every other node the drivers build (switches, RETHER stations and
+    // bridges), built here too: whatever their constructors refuse that
+    // the checks above missed is refused at load, at the node, so `check`
+    // never passes a file `sim` or `lab` would refuse.
+    let others = |i: &usize| !sc.nodes[*i].is_router() && !sc.nodes[*i].is_stsdr();
+    for i in (0..sc.nodes.len()).filter(others) {
+        crate::build::build_node(sc, &net, &setup, i, &opts).map_err(|msg| {
+            cx.err(
+                node_span(i),
+                format!("{} {}: {msg}", sc.nodes[i].kind_name(), sc.nodes[i].name),
+                "the simulator and the live lab would refuse this node as configured",
             )
         })?;
     }

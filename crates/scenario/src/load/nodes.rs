@@ -97,7 +97,7 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
                     return Err(cx.err(
                         sp,
                         format!("router settings on `{name}`, a switch"),
-                        "a switch takes switch = { latency, queue_packets, queue_bytes, fdb_size, aging }",
+                        "a switch takes switch = { latency, queue_packets, queue_bytes, fdb_size, aging, mtu }",
                     ));
                 }
                 NodeKind::Switch(switch_spec(cx, n.switch.as_ref())?)
@@ -177,11 +177,54 @@ pub(super) fn nodes(cx: &Ctx, f: &raw::File, have_tdp: bool) -> Result<(Names, V
 }
 
 fn switch_spec(cx: &Ctx, o: Option<&raw::S<raw::SwitchOpts>>) -> Result<SwitchSpec, ScenarioError> {
+    use qosnet_core::switch::{MAX_AGING_TIME, MAX_MTU};
     let d = SwitchSpec::default();
     let Some(o) = o else {
         return Ok(d);
     };
     let o = o.get_ref();
+    let mtu = o
+        .mtu
+        .as_ref()
+        .map(|v| cx.int(v, 68, MAX_MTU as i64, "mtu"))
+        .transpose()?
+        .unwrap_or(d.mtu);
+    // A port's queue must hold one frame of the largest size the switch
+    // takes (tagged, header included), or it could forward nothing.
+    let max_frame = SwitchSpec::max_frame(mtu);
+    let queue_bytes = match &o.queue_bytes {
+        Some(v) => {
+            let q: usize = cx.int(v, 64, 1 << 32, "queue_bytes")?;
+            if q < max_frame {
+                return Err(cx.err(
+                    v.span(),
+                    format!("queue_bytes = {q} cannot hold one {max_frame}-byte frame (mtu {mtu}, 14-byte header, 4-byte VLAN tag)"),
+                    format!("use at least {max_frame}; the default is {}", d.queue_bytes),
+                ));
+            }
+            q
+        }
+        None => d.queue_bytes.max(max_frame),
+    };
+    let aging = match &o.aging {
+        Some(v) => {
+            let a = cx.dur_max(
+                v,
+                MAX_RUN.min(MAX_AGING_TIME),
+                "aging",
+                "802.1D's default is 300s",
+            )?;
+            if a == Duration::ZERO {
+                return Err(cx.err(
+                    v.span(),
+                    "aging = 0 would forget every address as soon as it is learnt",
+                    "give a positive time; 802.1D's default is \"300s\" (802.1Q allows 10s to 1000000s)",
+                ));
+            }
+            a
+        }
+        None => d.aging,
+    };
     Ok(SwitchSpec {
         latency: o
             .latency
@@ -202,24 +245,15 @@ fn switch_spec(cx: &Ctx, o: Option<&raw::S<raw::SwitchOpts>>) -> Result<SwitchSp
             .map(|v| cx.int(v, 1, 1 << 24, "queue_packets"))
             .transpose()?
             .unwrap_or(d.queue_packets),
-        queue_bytes: o
-            .queue_bytes
-            .as_ref()
-            .map(|v| cx.int(v, 64, 1 << 32, "queue_bytes"))
-            .transpose()?
-            .unwrap_or(d.queue_bytes),
+        queue_bytes,
         fdb_size: o
             .fdb_size
             .as_ref()
             .map(|v| cx.int(v, 1, 1 << 24, "fdb_size"))
             .transpose()?
             .unwrap_or(d.fdb_size),
-        aging: o
-            .aging
-            .as_ref()
-            .map(|v| cx.dur_max(v, MAX_RUN, "aging", "802.1D's default is 300s"))
-            .transpose()?
-            .unwrap_or(d.aging),
+        aging,
+        mtu,
     })
 }
 

@@ -33,10 +33,11 @@ pub(super) fn params(
     f: &raw::File,
     names: &Names,
     nodes: &[Node],
+    duration: Duration,
 ) -> Result<Option<RetherParams>, ScenarioError> {
     let any = nodes.iter().any(|n| n.is_rether());
     let Some(r) = f.rether.as_ref() else {
-        let faults = faults(cx, f, names, nodes)?;
+        let faults = faults(cx, f, names, nodes, duration)?;
         return Ok(any.then(|| RetherParams { faults, ..defaults() }));
     };
     if !any {
@@ -126,10 +127,27 @@ pub(super) fn params(
             .transpose()?
             .unwrap_or(BUFFERS),
         ack_stagger: dur(&r.ack_stagger, "ack_stagger", Duration::ZERO)?,
-        ack_margin: dur(&r.ack_margin, "ack_margin", ACK_MARGIN)?,
+        ack_margin: ack_margin(cx, r)?,
         boot_csma,
-        faults: faults(cx, f, names, nodes)?,
+        faults: faults(cx, f, names, nodes, duration)?,
     }))
+}
+
+/// `ack_margin`: the slack on every failure timer must be positive, or a
+/// station declares a peer dead the instant its answer is due.
+fn ack_margin(cx: &Ctx, r: &raw::Rether) -> Result<Duration, ScenarioError> {
+    let Some(v) = &r.ack_margin else {
+        return Ok(ACK_MARGIN);
+    };
+    let m = cx.dur_max(v, Duration::from_secs(1), "ack_margin", WHY)?;
+    if m == Duration::ZERO {
+        return Err(cx.err(
+            v.span(),
+            "ack_margin = 0 leaves no slack on the failure timers: a station answering a moment late would be declared dead",
+            "give a positive margin: the default is \"2ms\"; live on a loaded machine, tens of ms (scenarios/rether/live.toml uses 50ms)",
+        ));
+    }
+    Ok(m)
 }
 
 fn span<T>(v: &Option<raw::S<T>>) -> Range<usize> {
@@ -165,6 +183,7 @@ fn faults(
     f: &raw::File,
     names: &Names,
     nodes: &[Node],
+    duration: Duration,
 ) -> Result<Vec<(usize, Fault)>, ScenarioError> {
     let mut v = Vec::new();
     let max = super::limits::MAX_RUN;
@@ -201,16 +220,21 @@ fn faults(
                 "RETHER faults are injected at kind = \"rether\" nodes; kind = \"kill\" fails any node",
             ));
         }
-        let at = Instant(
-            cx.dur_max(&fl.at, max, "at", "faults happen within the run")?
-                .as_nanos(),
-        );
-        let restart = fl
-            .restart
-            .as_ref()
-            .map(|v| cx.dur_max(v, max, "restart", "faults happen within the run"))
-            .transpose()?
-            .map(|d| Instant(d.as_nanos()));
+        let within = |v: &raw::S<String>, what: &str| -> Result<Instant, ScenarioError> {
+            let t = cx.dur_max(v, max, what, "faults happen within the run")?;
+            if t >= duration {
+                // After the end the station never sees it: a typo for an
+                // earlier time, or a run meant to be longer.
+                return Err(cx.err(
+                    v.span(),
+                    format!("{what} = {} is not within the run ({duration})", v.get_ref()),
+                    "a fault happens before the scenario's duration: move it earlier, or lengthen the run (leave restart out for a station that stays down)",
+                ));
+            }
+            Ok(Instant(t.as_nanos()))
+        };
+        let at = within(&fl.at, "at")?;
+        let restart = fl.restart.as_ref().map(|v| within(v, "restart")).transpose()?;
         if let (Some(t), Some(v)) = (restart, &fl.restart) {
             if t <= at {
                 return Err(cx.err(
@@ -351,11 +375,32 @@ fn segment_timing(
         if topo.members(s).is_empty() {
             continue;
         }
+        // The segment's station list: where a timing key left at its
+        // default is blamed, and where too many stations are.
+        let seg_span = f
+            .segments
+            .iter()
+            .find(|g| g.get_ref().name.get_ref() == &n.name)
+            .map(|g| g.get_ref().nodes.span())
+            .unwrap_or(0..0);
+        let key = |v: Range<usize>| if v.is_empty() { seg_span.clone() } else { v };
+        let count = topo.members(s).len();
+        if count > qosnet_core::rether::wire::MAX_NODES {
+            return Err(cx.err(
+                seg_span.clone(),
+                format!(
+                    "segment `{}` has {count} RETHER stations and bridges; a token frame lists at most {}",
+                    n.name,
+                    qosnet_core::rether::wire::MAX_NODES
+                ),
+                "split the stations over several segments joined by kind = \"rether-bridge\" nodes (§2.5)",
+            ));
+        }
         let m = p.timing(seg.capacity_bps, seg.framing, topo.members(s).len());
         let token = m.wire_time(qosnet_core::rether::wire::TOKEN_FIXED + qosnet_core::wire::ETH_HDR);
         if p.t_token < token {
             return Err(cx.err(
-                r.map(|r| span(&r.t_token)).unwrap_or(0..0),
+                key(r.map(|r| span(&r.t_token)).unwrap_or(0..0)),
                 format!(
                     "t_token {} is shorter than a token frame's wire time on segment `{}` ({token})",
                     p.t_token, n.name
@@ -367,7 +412,7 @@ fn segment_timing(
             let t = p.station_t_nrt(&m, topo.members(s).len());
             if t >= p.trt {
                 return Err(cx.err(
-                    r.map(|r| span(&r.trt)).unwrap_or(0..0),
+                    key(r.map(|r| span(&r.trt)).unwrap_or(0..0)),
                     format!(
                         "trt {} leaves no time for NRT traffic on segment `{}`: its stations' T_NRT \
                          (eq. 6 with {} stations, at least one maximum-size NRT visit) is {t}",
@@ -382,7 +427,7 @@ fn segment_timing(
         if let (Some(t), Some(one)) = (p.t_nrt, m.nrt_visit_max(p.nrt_policy)) {
             if t < one {
                 return Err(cx.err(
-                    r.map(|r| span(&r.t_nrt)).unwrap_or(0..0),
+                    key(r.map(|r| span(&r.t_nrt)).unwrap_or(0..0)),
                     format!(
                         "t_nrt {t} is below one maximum-size NRT visit on segment `{}` ({one}): NRT traffic could starve",
                         n.name

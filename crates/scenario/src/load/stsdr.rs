@@ -26,6 +26,7 @@ pub(super) fn stsdr(
     nodes: &[Node],
     links: &[Link],
     seed: u64,
+    run: Duration,
 ) -> Result<Option<StsdrParams>, ScenarioError> {
     let first_node = f
         .nodes
@@ -280,6 +281,7 @@ pub(super) fn stsdr(
         Some(v) => cx.int(v, 68, 65_000, "mtu")?,
         None => 1500,
     };
+
     let opt = |v: &Option<raw::S<String>>, what: &str| -> Result<Option<Duration>, ScenarioError> {
         v.as_ref()
             .map(|v| cx.dur_max(v, MAX_RUN, what, "timeouts are milliseconds"))
@@ -296,6 +298,22 @@ pub(super) fn stsdr(
         Some(v) => *v.get_ref(),
         None => 0.0,
     };
+    tswitch_mtu(
+        cx,
+        s,
+        nodes,
+        links,
+        variant,
+        (outlinks.len(), weights.len()),
+        &span,
+    )?;
+    let heartbeat = opt(&s.heartbeat, "heartbeat")?.unwrap_or(Duration::from_millis(1));
+    let ds_processing = opt(&s.ds_processing, "ds_processing")?;
+    if let (Variant::NoWfq, Some(v)) = (variant, &s.heartbeat) {
+        if heartbeat > Duration::ZERO {
+            heartbeat_floor(cx, v, heartbeat, nodes, links, ds_processing, run)?;
+        }
+    }
     Ok(Some(StsdrParams {
         variant,
         t_br,
@@ -312,10 +330,142 @@ pub(super) fn stsdr(
         fe_timeout: opt(&s.fe_timeout, "fe_timeout")?,
         master_timeout: opt(&s.master_timeout, "master_timeout")?,
         balancer_timeout: opt(&s.balancer_timeout, "balancer_timeout")?.unwrap_or(Duration::from_millis(10)),
-        heartbeat: opt(&s.heartbeat, "heartbeat")?.unwrap_or(Duration::from_millis(1)),
-        ds_processing: opt(&s.ds_processing, "ds_processing")?,
+        heartbeat,
+        ds_processing,
         ds_loss,
     }))
+}
+
+/// Heartbeats (the `nowfq` forwarders' liveness broadcasts) may take at
+/// most a tenth of what they load: every STSDR node's port receives each
+/// forwarder's heartbeat and its CPU spends a DS frame's processing on
+/// it. More often, the heartbeats are the workload (at 1 µs they filled
+/// the T-switch's port to a forwarder; at 1 ns the simulator ran
+/// 2 M events/s for 40 ms of simulated time in a minute and never
+/// finished). And the heartbeats of a whole run must stay a countable
+/// number of events.
+fn heartbeat_floor(
+    cx: &Ctx,
+    v: &raw::S<String>,
+    heartbeat: Duration,
+    nodes: &[Node],
+    links: &[Link],
+    ds_processing: Option<Duration>,
+    run: Duration,
+) -> Result<(), ScenarioError> {
+    let stsdr = |i: usize| nodes[i].is_stsdr();
+    let fes = nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::StsdrForwarder(_)))
+        .count() as u64;
+    let slowest = links
+        .iter()
+        .filter(|l| stsdr(l.a) || stsdr(l.b))
+        .map(|l| l.capacity_bps)
+        .min()
+        .unwrap_or(1_000_000_000);
+    // A heartbeat is a minimum Ethernet frame with a VLAN tag, plus
+    // preamble and inter-frame gap on the wire: 64 + 4 + 8 + 12 bytes.
+    let wire = Duration::for_bytes(88, slowest);
+    let cpu = nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::StsdrForwarder(sp) | NodeKind::StsdrBalancer(sp) => {
+                Some(ds_processing.unwrap_or_else(|| mean_processing(&sp.processing)))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(Duration::ZERO);
+    let floor = Duration(wire.max(cpu).as_nanos().saturating_mul(10 * fes));
+    if heartbeat < floor {
+        return Err(cx.err(
+            v.span(),
+            format!(
+                "heartbeat = {} is below {floor}: the {fes} forwarders' heartbeats would take over a tenth of each STSDR node's port ({wire} each on the wire) or CPU ({cpu} to process each)",
+                v.get_ref()
+            ),
+            format!(
+                "use at least \"{}\" (10 x forwarders x the larger of the two); heartbeats only need to come well within balancer_timeout (default 10ms), the default is \"1ms\"",
+                super::fmt_dur(floor)
+            ),
+        ));
+    }
+    let firings = (run.as_nanos() / heartbeat.as_nanos()).saturating_mul(fes);
+    if firings > super::limits::MAX_TIMER_FIRINGS {
+        return Err(cx.err(
+            v.span(),
+            format!(
+                "heartbeat = {}: {firings} heartbeats in the {run} run (with its drain), more than {} events for one timer",
+                v.get_ref(),
+                super::limits::MAX_TIMER_FIRINGS
+            ),
+            "use a longer heartbeat or a shorter run",
+        ));
+    }
+    Ok(())
+}
+
+/// The mean of a node's per-packet processing time.
+fn mean_processing(p: &qosnet_core::node::cpu::ProcDist) -> Duration {
+    use qosnet_core::node::cpu::ProcDist;
+    match *p {
+        ProcDist::Fixed(d) => d,
+        ProcDist::Uniform(a, b) => Duration((a.as_nanos() + b.as_nanos()) / 2),
+        ProcDist::Exp { base, mean } => base + mean,
+    }
+}
+
+/// The DS frames must cross the T-switch: a switch drops frames over its
+/// own MTU (counted `oversize`), and the forwarders would never hear each
+/// other (M-DS with l = 150 and mtu = 9000 over a 1500-byte T-switch:
+/// 6 148 DS frames dropped, no flow got a packet). A frame's size is the
+/// variant's longest DS frame (the master's, with offsets), not `mtu`,
+/// which only bounds it: mtu = 9000 with S-DS's small frames crosses a
+/// 1500-byte switch. Real jumbo frames (§VI) need the switch configured
+/// for them too, so the scenario must say so (switch `mtu`) rather than
+/// qosnet raising it silently.
+fn tswitch_mtu(
+    cx: &Ctx,
+    s: &raw::Stsdr,
+    nodes: &[Node],
+    links: &[Link],
+    variant: Variant,
+    dims: (usize, usize),
+    span: &Range<usize>,
+) -> Result<(), ScenarioError> {
+    let ds = qosnet_core::stsdr::wire::payload_len(dims.0, dims.1, variant.slots(), true);
+    for l in links {
+        let (a, b) = (&nodes[l.a], &nodes[l.b]);
+        let (sw, spec) = match (&a.kind, &b.kind) {
+            (NodeKind::Switch(sp), _) if b.is_stsdr() => (a, sp),
+            (_, NodeKind::Switch(sp)) if a.is_stsdr() => (b, sp),
+            _ => continue,
+        };
+        if spec.mtu < ds {
+            let sp = [&s.mtu, &s.l]
+                .into_iter()
+                .find_map(|v| v.as_ref().map(|v| v.span()))
+                .unwrap_or(span.clone());
+            return Err(cx.err(
+                sp,
+                format!(
+                    "DS frames of up to {ds} bytes (l = {} slots per queue, {} outlinks, {} classes) are larger than the T-switch `{}` passes (its mtu is {}): it would drop every one and the forwarders would forward nothing",
+                    variant.slots(),
+                    dims.0,
+                    dims.1,
+                    sw.name,
+                    spec.mtu
+                ),
+                format!(
+                    "give the T-switch jumbo frames, switch = {{ mtu = {} }} on node `{}` (at most 9216), or a smaller l",
+                    ds.max(1500),
+                    sw.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn node_span(f: &raw::File, name: &str) -> Option<Range<usize>> {

@@ -117,7 +117,7 @@ use rand::{Rng, SeedableRng};
 
 /// Most stations a segment accepts (IEEE 802.3 allows 1024 per collision
 /// domain).
-pub const MAX_STATIONS: usize = 1024;
+pub const MAX_STATIONS: usize = qosnet_scenario::load::limits::MAX_SEGMENT_STATIONS;
 /// Farthest a station may sit from the bus end, ns (a segment far beyond
 /// any Ethernet; keeps every sum of times far from overflow).
 pub const MAX_POSITION_NS: u64 = 1_000_000_000;
