@@ -411,7 +411,9 @@ impl NodeConfig {
     pub fn parse(text: &str, path: &str, dir: &Path) -> Result<NodeConfig, String> {
         let f: FileConfig = toml::from_str(text).map_err(|e| {
             let at = e.span().map_or(path.to_string(), |s| place(path, text, s.start));
-            format!("{at}: {}", e.message().trim_end())
+            let what =
+                qosnet_scenario::load::toml_message(e.message(), text, e.span().map_or(0, |s| s.start));
+            format!("{at}: {what}")
         })?;
         let at = |s: &Spanned<String>| place(path, text, s.span().start);
         let required = |v: Option<Spanned<String>>, key: &str, form: &str| {

@@ -145,7 +145,9 @@ impl Placement {
     pub fn parse(text: &str, path: &str) -> Result<Placement, String> {
         let doc: FileDoc = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| format!(":{}", line_of(text, s.start)));
-            format!("{path}{}: {}", line.unwrap_or_default(), e.message())
+            let at = e.span().map_or(0, |s| s.start);
+            let what = qosnet_scenario::load::toml_message(e.message(), text, at);
+            format!("{path}{}: {what}", line.unwrap_or_default())
         })?;
         let at = |off: usize| format!("{path}:{}", line_of(text, off));
         if doc.machine.is_empty() {
