@@ -4,6 +4,7 @@
 //! embedded scenario, or the default), lab prefix and live driver options,
 //! the root check and signal handling.
 
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -142,8 +143,29 @@ pub struct MetricsArgs {
     /// (HOST:PORT, :PORT or PORT; bare --metrics: 127.0.0.1:9469, loopback
     /// only). Per-port packets, bytes, drops by reason, queue depth,
     /// scheduler and node counters, timer lateness histogram.
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = qosnet_live::metrics::DEFAULT_ADDR)]
-    pub metrics: Option<String>,
+    #[arg(long, value_name = "ADDR", num_args = 0..=1,
+          default_missing_value = qosnet_live::metrics::DEFAULT_ADDR, value_parser = metrics_addr)]
+    pub metrics: Option<SocketAddr>,
+}
+
+/// `--metrics ADDR` as clap checks it when parsing, so a bad address is
+/// refused with the flag named before anything starts.
+fn metrics_addr(s: &str) -> Result<SocketAddr, String> {
+    qosnet_live::metrics::parse_addr(s)
+        .map_err(|e| e.trim_start_matches(&format!("--metrics {s}: ")).to_string())
+}
+
+/// The line saying where metrics are served: a binding other than
+/// loopback is said to be one, since it exposes the node's counters.
+pub fn metrics_binding(addr: SocketAddr) -> String {
+    if addr.ip().is_loopback() {
+        format!("metrics: http://{addr}/metrics (loopback only)")
+    } else {
+        format!(
+            "metrics: http://{addr}/metrics, bound to {} — not loopback: reachable from other machines",
+            addr.ip()
+        )
+    }
 }
 
 impl MetricsArgs {
@@ -157,17 +179,10 @@ impl MetricsArgs {
             qosnet_live::metrics::MetricsServer,
         )>,
     > {
-        let Some(a) = &self.metrics else { return Ok(None) };
-        let addr = qosnet_live::metrics::parse_addr(a).map_err(|e| anyhow!(e))?;
+        let Some(addr) = self.metrics else { return Ok(None) };
         let hub = qosnet_live::metrics::MetricsHub::new();
         let srv = qosnet_live::metrics::serve(addr, hub.clone()).map_err(|e| anyhow!(e))?;
-        eprintln!("metrics: http://{}/metrics", srv.addr);
-        if !srv.addr.ip().is_loopback() {
-            eprintln!(
-                "metrics: listening on {} beyond this machine's loopback: whoever reaches it reads the nodes' counters (docs/security.md)",
-                srv.addr
-            );
-        }
+        eprintln!("{}", metrics_binding(srv.addr));
         Ok(Some((hub, srv)))
     }
 }
@@ -182,6 +197,15 @@ pub fn parse_traffic(s: &str) -> Result<Option<qosnet_live::labrun::TrafficSourc
 
 pub fn parse_duration(s: &str) -> Result<Duration> {
     qosnet_scenario::units::parse_duration(s).map_err(|e| anyhow!("{s}: {e}"))
+}
+
+/// A `FLAG NAME@VALUE` argument (`--kill fe2@1.5s`): the name and the
+/// value, both non-empty, or an error naming the flag and the form.
+pub fn split_at<'a>(flag: &str, arg: &'a str, form: &str, example: &str) -> Result<(&'a str, &'a str)> {
+    match arg.split_once('@') {
+        Some((n, v)) if !n.is_empty() && !v.is_empty() => Ok((n, v)),
+        _ => Err(anyhow!("{flag} {arg}: expected {form}, e.g. {example}")),
+    }
 }
 
 /// Root, or an error saying why `what` needs it.

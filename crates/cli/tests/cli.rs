@@ -468,6 +468,159 @@ fn placement_mistakes_name_file_and_line() {
     write(good);
     let e = run("m3");
     assert!(e.contains("no machine \"m3\" (machines: m1, m2)"), "{e}");
+    // Every node on m1: m2 would run an empty lab.
+    write(
+        &good
+            .replace("\"h1\", \"R1\"]", "\"h1\", \"R1\", \"R2\", \"h2\"]")
+            .replace("[\"R2\", \"h2\"]", "[]"),
+    );
+    let e = run("m2");
+    assert!(e.contains("p.toml:5: machine m2 runs no nodes"), "{e}");
+    write(&good.replace("192.0.2.2", "255.255.255.255"));
+    let e = run("m1");
+    assert!(e.contains("p.toml:6:") && e.contains("broadcast"), "{e}");
+}
+
+/// The line scenario (h1 - R - h2, 5 s), by a path that works from any
+/// directory.
+const LINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/live/line.toml");
+
+/// `lab run`'s fault flags outside the run, or without a time, are
+/// refused by name before anything needs root (a kill after the end held
+/// the lab until its time; `R@` said "error: : `` is not a duration").
+#[test]
+fn lab_fault_flags_must_fall_within_the_run() {
+    let sc = LINE;
+    let e = refused(&[
+        "lab",
+        "run",
+        sc,
+        "--duration",
+        "1s",
+        "--processes",
+        "--kill",
+        "R@10min",
+    ]);
+    assert!(
+        e.contains("--kill R@10min: 10min is not within the 1s run"),
+        "{e}"
+    );
+    let e = refused(&[
+        "lab",
+        "run",
+        sc,
+        "--duration",
+        "1s",
+        "--processes",
+        "--kill",
+        "R@1s",
+    ]);
+    assert!(e.contains("--kill R@1s: 1s is not within"), "{e}");
+    for bad in ["R@", "@1s", "R"] {
+        let e = refused(&["lab", "run", sc, "--processes", "--kill", bad]);
+        assert!(
+            e.contains(&format!("--kill {bad}: expected NODE@DURATION")),
+            "{e}"
+        );
+    }
+    let e = refused(&["lab", "run", sc, "--processes", "--kill", "R@soon"]);
+    assert!(e.contains("--kill R@soon:") && e.contains("NODE@DURATION"), "{e}");
+    let e = refused(&["lab", "run", sc, "--duration", "1s", "--stall", "1ms/10min"]);
+    assert!(
+        e.contains("--stall 1ms/10min: no stall fits in the 1s run"),
+        "{e}"
+    );
+}
+
+/// `qosnet rether` and `qosnet node` flags out of range are refused by
+/// clap with the flag and the range named, before any socket is opened
+/// (`--units-per-s nan` slept 1000 s per unit; `--buffers 0` came back
+/// from the station as "BadBuffers"; `--nice 100` was clamped silently).
+#[test]
+fn live_numeric_flags_are_refused_with_their_range() {
+    for r in ["nan", "0", "-3", "inf", "-inf"] {
+        let e = refused(&[
+            "rether",
+            "send",
+            "s1.1",
+            "--station",
+            "s1",
+            "--generate",
+            "--units-per-s",
+            r,
+        ]);
+        assert!(
+            e.contains("--units-per-s") && e.contains("positive number"),
+            "{r}: {e}"
+        );
+    }
+    let e = refused(&["rether", "send", "s1.1", "--station", "s1", "--unit", "0"]);
+    assert!(e.contains("'--unit <UNIT>'") && e.contains("1.."), "{e}");
+    for b in ["0", "65"] {
+        let e = refused(&[
+            "rether",
+            "open",
+            "--station",
+            "s1",
+            "--to",
+            "s2",
+            "--bytes-per-trt",
+            "9",
+            "--buffers",
+            b,
+        ]);
+        assert!(
+            e.contains("--buffers") && e.contains("1 to 64 buffers"),
+            "{b}: {e}"
+        );
+    }
+    for n in ["100", "-21"] {
+        let e = refused(&["node", "--config", "r1.toml", "--nice", n]);
+        assert!(e.contains("--nice") && e.contains("-20..=19"), "{n}: {e}");
+    }
+}
+
+/// `lab export --metrics`: a socket address (literal, used inside the
+/// containers) or `none`; the default is loopback, and a binding that is
+/// not loopback is said to be one.
+#[test]
+fn export_metrics_is_an_address_and_loopback_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("line.clab.yml");
+    let export = |extra: &[&str]| {
+        let out = qosnet()
+            .args(["lab", "export", LINE, "--containerlab"])
+            .arg(&f)
+            .args(extra)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let cfg = std::fs::read_to_string(&f).unwrap();
+        (String::from_utf8(out).unwrap(), cfg)
+    };
+    let (out, topo) = export(&[]);
+    assert!(topo.contains("--metrics 127.0.0.1:9469'"), "{topo}");
+    assert!(
+        out.contains("127.0.0.1:9469/metrics inside its container, loopback only"),
+        "{out}"
+    );
+    let (out, topo) = export(&["--metrics", "0.0.0.0:9469"]);
+    assert!(topo.contains("--metrics 0.0.0.0:9469'"), "{topo}");
+    assert!(out.contains("bound to 0.0.0.0, not loopback"), "{out}");
+    let (out, topo) = export(&["--metrics", "none"]);
+    assert!(
+        !topo.contains("--metrics") && !out.contains("metrics:"),
+        "{out}{topo}"
+    );
+    for bad in ["999.9.9.9:1", "localhost:9469", "1.2.3.4:99999", "1.2.3.4"] {
+        let e = refused(&["lab", "export", LINE, "--containerlab", "x.yml", "--metrics", bad]);
+        assert!(
+            e.contains("--metrics") && e.contains("not a socket address"),
+            "{bad}: {e}"
+        );
+    }
 }
 
 /// `--stall LEN/EVERY`, the simulator's side of `lab run --stall`: the

@@ -202,9 +202,23 @@ impl Manifest {
     /// Parse a manifest file; errors name its lines.
     pub fn from_file(path: &Path) -> Result<Manifest> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let mut m: Manifest =
-            toml::from_str(&text).map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
-        m.places = Places::of_file(&path.display().to_string(), &text);
+        Manifest::parse(&text, &path.display().to_string())
+    }
+
+    /// Parse and check manifest text; `path` names it in messages.
+    pub fn parse(text: &str, path: &str) -> Result<Manifest> {
+        let mut m: Manifest = toml::from_str(text).map_err(|e| {
+            // The parser leaves some lexical errors (a lone \r, a control
+            // character, a value missing at the end) without a message.
+            let at = e.span().map_or(0, |s| s.start);
+            let what = qosnet_scenario::load::toml_message(e.message(), text, at);
+            let shown = e.to_string();
+            match shown.trim_end() {
+                s if e.message().trim().is_empty() => anyhow!("{path}: {s}\n{what}"),
+                s => anyhow!("{path}: {s}"),
+            }
+        })?;
+        m.places = Places::of_file(path, text);
         m.check()?;
         Ok(m)
     }

@@ -1,7 +1,9 @@
 //! qosnet's fuzz targets (issue 10): the entry points that untrusted bytes
-//! reach — frames off the wire into every parser and every node kind, and
-//! scenario files and `--set` arguments into the loader — each as a
-//! function from bytes that panics only when qosnet is wrong.
+//! reach — frames off the wire into every parser and every node kind,
+//! scenario files and `--set` arguments into the loader, and the other
+//! files users hand qosnet (sweep manifests, placement files, node
+//! configs; issue 26) — each as a function from bytes that panics only
+//! when qosnet is wrong.
 //!
 //! Two drivers call them:
 //! * `fuzz/` (outside the workspace): one AFL++ binary per target, built
@@ -67,6 +69,9 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("node", node),
     ("scenario", scenario),
     ("set", set),
+    ("manifest", manifest),
+    ("placement", placement),
+    ("nodecfg", nodecfg),
 ];
 
 /// Shipped scenarios whose nodes the `node` target feeds (every node kind:
@@ -388,4 +393,182 @@ pub fn set(data: &[u8]) {
         }
         Ok(sc) => loaded(sc),
     }
+}
+
+/// The `N` of an error that starts `path:N:`, if it does.
+fn error_line(e: &str, path: &str) -> Option<usize> {
+    let rest = e.strip_prefix(path)?.strip_prefix(':')?;
+    rest.split(':').next()?.parse().ok()
+}
+
+/// A config file's error names the file, a line inside it if any, and
+/// says what is wrong (`path:N: WHAT` or `path: WHAT`, WHAT not empty).
+fn names_the_file(e: &str, path: &str, lines: usize) {
+    assert!(e.starts_with(path), "an error that does not name {path}: {e}");
+    let what = match error_line(e, path) {
+        Some(l) => {
+            assert!(
+                (1..=lines + 1).contains(&l),
+                "{e}: line past the end of a {lines}-line file"
+            );
+            e.splitn(3, ':').nth(2).unwrap_or("")
+        }
+        None => e[path.len()..].strip_prefix(':').unwrap_or(""),
+    };
+    assert!(!what.trim().is_empty(), "an error without a message: {e:?}");
+}
+
+/// Grids larger than this are checked by their count only: expanding a
+/// million rows per input would be all the target did.
+const MAX_EXPANDED_ROWS: usize = 4096;
+
+/// A sweep manifest, as `qosnet sweep FILE` reads it
+/// ([`qosnet_experiments::sweep::Manifest::parse`]: TOML, then `check`):
+/// refused with a message naming the file and what is wrong, or a grid
+/// of at most `MAX_RUNS` runs whose rows are exactly params × seeds, each
+/// ending with its seed.
+pub fn manifest(data: &[u8]) {
+    use qosnet_experiments::sweep::{Manifest, MAX_RUNS};
+    let data = &data[..data.len().min(MAX_INPUT)];
+    let text = String::from_utf8_lossy(data);
+    let _ = Manifest::looks_like(&text);
+    let m = match Manifest::parse(&text, "m.toml") {
+        Err(e) => {
+            // `{:#}`: as `qosnet sweep` prints it, with its context.
+            let e = format!("{e:#}");
+            assert!(
+                e.starts_with("m.toml: "),
+                "an error that does not name the file: {e}"
+            );
+            // A TOML error ends with what is wrong, not with the excerpt
+            // and its caret (the parser leaves some without a message).
+            let last = e.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            assert!(
+                !last.trim().ends_with('^') && last.len() > "m.toml: ".len(),
+                "an error without a message: {e:?}"
+            );
+            return;
+        }
+        Ok(m) => m,
+    };
+    let seeds = m.seeds.list().len();
+    let runs = m.params.iter().map(|p| p.values.len()).product::<usize>() * seeds;
+    assert!(
+        (1..=MAX_RUNS).contains(&runs),
+        "check passed a grid of {runs} runs"
+    );
+    if runs > MAX_EXPANDED_ROWS {
+        return;
+    }
+    let rows = m.rows();
+    assert_eq!(rows.len(), runs, "rows of the grid");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r.index, i);
+        assert_eq!(r.params.len(), m.params.len());
+        assert_eq!(r.sets.last(), Some(&format!("scenario.seed={}", r.seed)));
+    }
+}
+
+/// A placement file ([`qosnet_live::placement::Placement::parse`]): an
+/// error names the file (and a line inside it); a placement that parses
+/// checks against its own nodes, and every machine derives the same
+/// tunnel for a link that crosses machines, mirrored (a chain of links
+/// through its first 64 nodes), or says the VNIs do not fit.
+pub fn placement(data: &[u8]) {
+    use qosnet_live::lab::{LabSpec, NodeKind};
+    use qosnet_live::placement::Placement;
+    let data = &data[..data.len().min(MAX_INPUT)];
+    let text = String::from_utf8_lossy(data);
+    let p = match Placement::parse(&text, "p.toml") {
+        Err(e) => return names_the_file(&e, "p.toml", text.lines().count()),
+        Ok(p) => p,
+    };
+    assert!(p.dstport != 0, "dstport 0 accepted");
+    let nodes: Vec<&str> = p
+        .machines
+        .iter()
+        .flat_map(|m| m.nodes.iter().map(String::as_str))
+        .collect();
+    for m in &p.machines {
+        assert!(!m.nodes.is_empty(), "machine {} has no nodes", m.name);
+        assert!(!m.underlay.is_broadcast() && !m.underlay.is_unspecified() && !m.underlay.is_multicast());
+    }
+    p.check(&nodes).expect("a placement checks against its own nodes");
+    let chain = &nodes[..nodes.len().min(64)];
+    let mut spec = LabSpec::new("fz");
+    for n in chain {
+        spec = spec.node(n, NodeKind::Router);
+    }
+    for w in chain.windows(2) {
+        spec = spec.link(w[0], "", w[1], "");
+    }
+    let mut parts = Vec::new();
+    for m in &p.machines {
+        match p.part(&spec, &m.name, "fuzz", str::to_string) {
+            Ok(part) => parts.push((m, part)),
+            Err(e) => return assert!(e.contains("VNI collision"), "{e}"),
+        }
+    }
+    for (i, w) in chain.windows(2).enumerate() {
+        let at = |n: &str| {
+            parts
+                .iter()
+                .find(|(m, _)| m.nodes.iter().any(|x| x == n))
+                .expect("placed")
+        };
+        let ((ma, pa), (mb, pb)) = (at(w[0]), at(w[1]));
+        match (pa.tunnels.get(&i), pb.tunnels.get(&i)) {
+            (None, None) => assert_eq!(ma.name, mb.name, "link {i} crosses machines without a tunnel"),
+            (Some(ta), Some(tb)) => {
+                assert_ne!(ma.name, mb.name);
+                assert_eq!(ta.vni, tb.vni, "link {i}: VNIs differ");
+                assert!(ta.vni >= 1 && ta.vni < 1 << 24, "VNI {} is not 24 bits", ta.vni);
+                assert_eq!(
+                    (ta.local, ta.remote),
+                    (tb.remote, tb.local),
+                    "link {i}: not mirrored"
+                );
+                assert_eq!(ta.dstport, p.dstport);
+            }
+            _ => panic!("link {i}: a tunnel on one side only"),
+        }
+    }
+}
+
+/// A node config ([`qosnet_live::node::NodeConfig::parse`]): an error
+/// names the file (and a line inside it); what parses has interface and
+/// namespace names Linux takes, one interface per neighbour, a device per
+/// named port only, and its paths under the config's directory or
+/// absolute.
+pub fn nodecfg(data: &[u8]) {
+    use qosnet_live::names::{check_ifname, check_netns};
+    use qosnet_live::node::NodeConfig;
+    let data = &data[..data.len().min(MAX_INPUT)];
+    let text = String::from_utf8_lossy(data);
+    let c = match NodeConfig::parse(&text, "n.toml", std::path::Path::new("/cfg")) {
+        Err(e) => return names_the_file(&e, "n.toml", text.lines().count()),
+        Ok(c) => c,
+    };
+    assert!(!c.node.trim().is_empty());
+    let mut seen = std::collections::BTreeSet::new();
+    for i in c.ports.values() {
+        check_ifname(i).unwrap_or_else(|e| panic!("accepted: {e}"));
+        assert!(seen.insert(i), "interface {i} given twice");
+    }
+    if let Some(n) = &c.netns {
+        check_netns(n).unwrap_or_else(|e| panic!("accepted: {e}"));
+    }
+    assert!(c.devices.keys().all(|k| c.ports.contains_key(k)));
+    for p in [
+        Some(&c.scenario),
+        c.report.as_ref(),
+        c.ready.as_ref(),
+        c.control.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        assert!(p.is_absolute(), "{} is not under /cfg or absolute", p.display());
+    }
+    assert!(c.crash_holding_token_after.is_none_or(|n| n >= 1));
 }

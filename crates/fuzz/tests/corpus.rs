@@ -163,3 +163,41 @@ fn feed_counts_timer_steps() {
     );
     const { assert!(qosnet_fuzz::MAX_STEPS / 64 < qosnet_fuzz::MAX_FRAMES) };
 }
+
+/// The config-file targets' seeds that are not named `bad-*` parse, so
+/// AFL starts from inputs that reach past the parser (the `bad-*` ones
+/// from its refusals).
+#[test]
+fn config_file_seeds_parse_unless_bad() {
+    use qosnet_experiments::sweep::Manifest;
+    use qosnet_live::node::NodeConfig;
+    use qosnet_live::placement::Placement;
+    type Parse = fn(&str) -> Result<(), String>;
+    let parses: [(&str, Parse); 3] = [
+        ("manifest", |t| {
+            toml::from_str::<Manifest>(t)
+                .map_err(|e| e.to_string())
+                .and_then(|m| m.check().map_err(|e| e.to_string()))
+        }),
+        ("placement", |t| Placement::parse(t, "p.toml").map(|_| ())),
+        ("nodecfg", |t| {
+            NodeConfig::parse(t, "n.toml", Path::new("/cfg")).map(|_| ())
+        }),
+    ];
+    for (target, parse) in parses {
+        let d = Path::new(FUZZ).join("corpus").join(target);
+        let (mut good, mut bad) = (0, 0);
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = parse(&std::fs::read_to_string(e.path()).unwrap());
+            if name.starts_with("bad-") {
+                assert!(r.is_err(), "{target}/{name} parses");
+                bad += 1;
+            } else {
+                r.unwrap_or_else(|e| panic!("{target}/{name}: {e}"));
+                good += 1;
+            }
+        }
+        assert!(good >= 3 && bad >= 3, "{target}: {good} good and {bad} bad seeds");
+    }
+}

@@ -20,6 +20,7 @@ pub mod lab;
 pub mod labrun;
 pub mod labtools;
 pub mod metrics;
+pub mod names;
 pub mod netdev;
 pub mod netns;
 pub mod node;

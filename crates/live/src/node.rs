@@ -33,6 +33,7 @@ use qosnet_scenario::build::{build_node, BuildOpts, Setup};
 use qosnet_scenario::topo::Network;
 use qosnet_scenario::Scenario;
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
 use crate::afpacket::AfPacketConfig;
 use crate::device::Device;
@@ -351,173 +352,181 @@ pub struct NodeConfig {
     pub crash_holding_token_after: Option<u64>,
 }
 
+/// A node config file as written (docs/router-config.md): the keys and
+/// their TOML types; [`NodeConfig::parse`] checks the values. Labs write
+/// it with a `toml::Table` (`labrun::spawn_nodes`), `lab export` as text
+/// (`containerlab::export`): both are these keys.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    scenario: Option<Spanned<String>>,
+    node: Option<Spanned<String>>,
+    #[serde(default)]
+    ports: BTreeMap<String, Spanned<String>>,
+    netns: Option<Spanned<String>>,
+    #[serde(default)]
+    set: Vec<String>,
+    #[serde(default)]
+    emulate_wire: bool,
+    #[serde(default)]
+    emulate_cpu: bool,
+    report: Option<Spanned<String>>,
+    ready: Option<Spanned<String>>,
+    control: Option<Spanned<String>>,
+    #[serde(default)]
+    marks: Vec<Spanned<i64>>,
+    until: Option<Spanned<i64>>,
+    epoch: Option<Spanned<i64>>,
+    #[serde(default)]
+    flow_src: Vec<Spanned<String>>,
+    crash_holding_token_after: Option<Spanned<i64>>,
+    device: Option<Spanned<String>>,
+    #[serde(default)]
+    devices: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    xdp_zero_copy: bool,
+    xdp_attach: Option<Spanned<String>>,
+}
+
+/// `path:line` of a byte offset of `text`, for messages.
+fn place(path: &str, text: &str, offset: usize) -> String {
+    let line = text[..offset.min(text.len())].matches('\n').count() + 1;
+    format!("{path}:{line}")
+}
+
 impl NodeConfig {
     /// Read a node config file (TOML; docs/router-config.md). Paths in it
     /// are relative to the file.
     pub fn from_file(path: &Path) -> Result<NodeConfig, String> {
-        let shown = path.display();
+        let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| format!("reading {shown}: {e}"))?;
-        let v: toml::Table = toml::from_str(&text).map_err(|e| format!("{shown}: {e}"))?;
-        let known = [
-            "scenario",
-            "node",
-            "ports",
-            "netns",
-            "set",
-            "emulate_wire",
-            "emulate_cpu",
-            "report",
-            "ready",
-            "marks",
-            "until",
-            "flow_src",
-            "epoch",
-            "control",
-            "crash_holding_token_after",
-            "device",
-            "devices",
-            "xdp_zero_copy",
-            "xdp_attach",
-        ];
-        if let Some(k) = v.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(format!(
-                "{shown}: unknown key `{k}` (known: {})",
-                known.join(", ")
-            ));
-        }
-        let s = |k: &str| -> Result<Option<String>, String> {
-            match v.get(k) {
-                None => Ok(None),
-                Some(toml::Value::String(x)) => Ok(Some(x.clone())),
-                Some(_) => Err(format!("{shown}: `{k}` must be a string")),
+        NodeConfig::parse(&text, &shown, path.parent().unwrap_or(Path::new(".")))
+    }
+
+    /// Parse node config text; `path` names it in messages
+    /// (`path:line: ...`), relative paths in it are taken from `dir`.
+    /// Unknown keys, wrong types and values the node would only trip
+    /// over later (an interface name Linux refuses, a port named twice, a
+    /// netns that is not a plain name) are refused here.
+    pub fn parse(text: &str, path: &str, dir: &Path) -> Result<NodeConfig, String> {
+        let f: FileConfig = toml::from_str(text).map_err(|e| {
+            let at = e.span().map_or(path.to_string(), |s| place(path, text, s.start));
+            let what =
+                qosnet_scenario::load::toml_message(e.message(), text, e.span().map_or(0, |s| s.start));
+            format!("{at}: {what}")
+        })?;
+        let at = |s: &Spanned<String>| place(path, text, s.span().start);
+        let required = |v: Option<Spanned<String>>, key: &str, form: &str| {
+            let v = v.ok_or_else(|| format!("{path}: `{key} = {form}` is required"))?;
+            if v.get_ref().trim().is_empty() {
+                return Err(format!("{}: `{key}` is empty; give {form}", at(&v)));
             }
+            Ok(v.into_inner())
         };
-        let b = |k: &str| -> Result<bool, String> {
-            match v.get(k) {
-                None => Ok(false),
-                Some(toml::Value::Boolean(x)) => Ok(*x),
-                Some(_) => Err(format!("{shown}: `{k}` must be true or false")),
+        let scenario = required(f.scenario, "scenario", "\"FILE\"")?;
+        let node = required(f.node, "node", "\"NAME\"")?;
+        // A path names a file this process writes or reads: relative to
+        // the config's directory, or absolute.
+        let file = |v: Option<Spanned<String>>, key: &str| -> Result<Option<PathBuf>, String> {
+            let Some(v) = v else { return Ok(None) };
+            if v.get_ref().is_empty() || v.get_ref().contains('\0') {
+                return Err(format!("{}: `{key}` must be a file path", at(&v)));
             }
+            Ok(Some(dir.join(v.get_ref())))
         };
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let scenario = s("scenario")?.ok_or_else(|| format!("{shown}: `scenario = \"FILE\"` is required"))?;
-        let node = s("node")?.ok_or_else(|| format!("{shown}: `node = \"NAME\"` is required"))?;
-        let mut ports = BTreeMap::new();
-        match v.get("ports") {
-            None => {}
-            Some(toml::Value::Table(t)) => {
-                for (k, x) in t {
-                    let ifname = x
-                        .as_str()
-                        .ok_or_else(|| format!("{shown}: ports.{k} must be an interface name"))?;
-                    ports.insert(k.clone(), ifname.to_string());
-                }
-            }
-            Some(_) => {
-                return Err(format!(
-                    "{shown}: [ports] must be a table of NEIGHBOUR = \"IFNAME\""
-                ))
-            }
-        }
-        let device = s("device")?
-            .map(|d| d.parse::<DeviceKind>().map_err(|e| format!("{shown}: {e}")))
-            .transpose()?;
-        let mut devices = BTreeMap::new();
-        match v.get("devices") {
-            None => {}
-            Some(toml::Value::Table(t)) => {
-                for (k, x) in t {
-                    let kind = x
-                        .as_str()
-                        .ok_or_else(|| format!("{shown}: devices.{k} must be \"af_packet\" or \"af_xdp\""))?
-                        .parse::<DeviceKind>()
-                        .map_err(|e| format!("{shown}: devices.{k}: {e}"))?;
-                    devices.insert(k.clone(), kind);
-                }
-            }
-            Some(_) => {
-                return Err(format!(
-                    "{shown}: [devices] must be a table of NEIGHBOUR = \"af_packet\" | \"af_xdp\""
-                ))
-            }
-        }
-        let xdp_attach = s("xdp_attach")?
-            .map(|a| {
-                a.parse::<crate::xdp::AttachMode>()
-                    .map_err(|e| format!("{shown}: {e}"))
+        let netns = f
+            .netns
+            .map(|n| {
+                crate::names::check_netns(n.get_ref())
+                    .map(|_| n.get_ref().clone())
+                    .map_err(|e| format!("{}: {e}", at(&n)))
             })
             .transpose()?;
-        let sets = match v.get("set") {
-            None => Vec::new(),
-            Some(toml::Value::Array(a)) => a
-                .iter()
-                .map(|x| {
-                    x.as_str()
-                        .map(String::from)
-                        .ok_or_else(|| format!("{shown}: `set` lists strings \"KEY=VALUE\""))
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err(format!("{shown}: `set` must be a list of \"KEY=VALUE\"")),
-        };
+        let ports = ports(&f.ports, &at)?;
+        let device = f
+            .device
+            .map(|d| d.get_ref().parse().map_err(|e| format!("{}: {e}", at(&d))))
+            .transpose()?;
+        let mut devices = BTreeMap::new();
+        for (k, d) in &f.devices {
+            if !ports.contains_key(k) {
+                return Err(format!(
+                    "{}: devices.{k} names no port of [ports] (add `{k} = \"IFNAME\"` there or drop it here)",
+                    at(d)
+                ));
+            }
+            let kind = d
+                .get_ref()
+                .parse::<DeviceKind>()
+                .map_err(|e| format!("{}: devices.{k}: {e}", at(d)))?;
+            devices.insert(k.clone(), kind);
+        }
+        let xdp_attach = f
+            .xdp_attach
+            .map(|a| a.get_ref().parse().map_err(|e| format!("{}: {e}", at(&a))))
+            .transpose()?;
         // CLOCK_REALTIME nanoseconds (labs write these for their nodes).
-        let ns = |x: &toml::Value, k: &str| -> Result<Instant, String> {
-            x.as_integer()
-                .filter(|n| *n >= 0)
-                .map(|n| Instant(n as u64))
-                .ok_or_else(|| format!("{shown}: `{k}` takes CLOCK_REALTIME nanoseconds"))
+        let ns = |v: &Spanned<i64>, key: &str| -> Result<Instant, String> {
+            u64::try_from(*v.get_ref()).map(Instant).map_err(|_| {
+                format!(
+                    "{}: `{key}` takes CLOCK_REALTIME nanoseconds (>= 0), not {}",
+                    place(path, text, v.span().start),
+                    v.get_ref()
+                )
+            })
         };
-        let marks = match v.get("marks") {
-            None => Vec::new(),
-            Some(toml::Value::Array(a)) => a.iter().map(|x| ns(x, "marks")).collect::<Result<_, _>>()?,
-            Some(_) => return Err(format!("{shown}: `marks` must be a list")),
-        };
-        let until = v.get("until").map(|x| ns(x, "until")).transpose()?;
-        let epoch = v.get("epoch").map(|x| ns(x, "epoch")).transpose()?;
+        let marks = f.marks.iter().map(|m| ns(m, "marks")).collect::<Result<_, _>>()?;
+        let until = f.until.as_ref().map(|u| ns(u, "until")).transpose()?;
+        let epoch = f.epoch.as_ref().map(|e| ns(e, "epoch")).transpose()?;
         // "" for a flow whose sender is its host.
-        let flow_src = match v.get("flow_src") {
-            None => Vec::new(),
-            Some(toml::Value::Array(a)) => a
-                .iter()
-                .map(|x| match x.as_str() {
-                    Some("") => Ok(None),
-                    Some(a) => a
-                        .parse()
-                        .map(Some)
-                        .map_err(|_| format!("{shown}: flow_src `{a}` is not an IPv4 address")),
-                    None => Err(format!("{shown}: `flow_src` lists addresses")),
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err(format!("{shown}: `flow_src` must be a list")),
-        };
-        let crash_holding_token_after = match v.get("crash_holding_token_after") {
-            None => None,
-            Some(x) => Some(x.as_integer().filter(|n| *n >= 1).ok_or_else(|| {
-                format!("{shown}: `crash_holding_token_after` takes a count of token visits (>= 1)")
-            })? as u64),
-        };
+        let flow_src = f
+            .flow_src
+            .iter()
+            .map(|a| match a.get_ref().as_str() {
+                "" => Ok(None),
+                s => s
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| format!("{}: flow_src `{s}` is not an IPv4 address (or \"\")", at(a))),
+            })
+            .collect::<Result<_, _>>()?;
+        let crash_holding_token_after = f
+            .crash_holding_token_after
+            .map(|n| {
+                u64::try_from(*n.get_ref())
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| {
+                        format!(
+                            "{}: `crash_holding_token_after` takes a count of token visits (>= 1), not {}",
+                            place(path, text, n.span().start),
+                            n.get_ref()
+                        )
+                    })
+            })
+            .transpose()?;
         Ok(NodeConfig {
-            control: s("control")?.map(|r| dir.join(r)),
+            control: file(f.control, "control")?,
             crash_holding_token_after,
             scenario: dir.join(scenario),
             node,
             ports,
-            netns: s("netns")?,
-            sets,
-            emulate_wire: b("emulate_wire")?,
-            emulate_cpu: b("emulate_cpu")?,
-            report: s("report")?.map(|r| dir.join(r)),
-            ready: s("ready")?.map(|r| dir.join(r)),
+            netns,
+            sets: f.set,
+            emulate_wire: f.emulate_wire,
+            emulate_cpu: f.emulate_cpu,
+            report: file(f.report, "report")?,
+            ready: file(f.ready, "ready")?,
             flow_src,
             device,
             devices,
-            xdp_zero_copy: b("xdp_zero_copy")?,
+            xdp_zero_copy: f.xdp_zero_copy,
             xdp_attach,
             marks,
             until,
             epoch,
         })
     }
-
     /// The places of node `i`'s ports from `[ports]`: every port's peer
     /// (neighbour, switch or segment) must be named, and nothing else.
     pub fn places(&self, sc: &Scenario, net: &Network, i: usize) -> Result<Vec<PortPlace>, String> {
@@ -554,6 +563,28 @@ impl NodeConfig {
         }
         Ok(out)
     }
+}
+
+/// `[ports]`: every interface a name Linux accepts, and no interface
+/// given to two neighbours (one port each).
+fn ports(
+    given: &BTreeMap<String, Spanned<String>>,
+    at: &impl Fn(&Spanned<String>) -> String,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for (peer, ifname) in given {
+        crate::names::check_ifname(ifname.get_ref())
+            .map_err(|e| format!("{}: ports.{peer}: {e}", at(ifname)))?;
+        if let Some((other, _)) = out.iter().find(|(_, i)| *i == ifname.get_ref()) {
+            return Err(format!(
+                "{}: ports.{peer} and ports.{other} are both {}: each neighbour needs its own interface",
+                at(ifname),
+                ifname.get_ref()
+            ));
+        }
+        out.insert(peer.clone(), ifname.get_ref().clone());
+    }
+    Ok(out)
 }
 
 /// Everything a node process writes on exit.
@@ -657,16 +688,7 @@ mod tests {
     use super::*;
 
     fn config(text: &str) -> Result<NodeConfig, String> {
-        let dir = std::env::temp_dir().join(format!("qosnet-nodecfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(format!(
-            "{:x}.toml",
-            text.len() * 31 + text.bytes().map(usize::from).sum::<usize>()
-        ));
-        std::fs::write(&p, text).unwrap();
-        let r = NodeConfig::from_file(&p);
-        let _ = std::fs::remove_file(&p);
-        r
+        NodeConfig::parse(text, "n.toml", Path::new("/cfg"))
     }
 
     #[test]
@@ -685,12 +707,99 @@ mod tests {
         assert_eq!(d.kind_for("R1", "R2"), DeviceKind::AfPacket);
 
         let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\ndevice = \"dpdk\"\n").unwrap_err();
-        assert!(bad.contains("device `dpdk`"), "{bad}");
+        assert!(
+            bad.starts_with("n.toml:3:") && bad.contains("device `dpdk`"),
+            "{bad}"
+        );
         let c = config("scenario = \"s.toml\"\nnode = \"R1\"\nxdp_zero_copy = true\nxdp_attach = \"skb\"\n")
             .unwrap();
         assert!(c.xdp_zero_copy);
         assert_eq!(c.xdp_attach, Some(crate::xdp::AttachMode::Generic));
-        let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\n[devices]\nR2 = 3\n").unwrap_err();
-        assert!(bad.contains("devices.R2"), "{bad}");
+        let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\n[ports]\nR2 = \"e0\"\n[devices]\nR2 = 3\n")
+            .unwrap_err();
+        assert!(bad.starts_with("n.toml:6:") && bad.contains("string"), "{bad}");
+    }
+
+    /// Every value the node would trip over later is refused when the
+    /// file is read, with its line.
+    #[test]
+    fn bad_values_are_refused_with_their_line() {
+        let head = "scenario = \"s.toml\"\nnode = \"R1\"\n";
+        let refused = |body: &str, line: usize, what: &str| {
+            let e = config(&format!("{head}{body}")).unwrap_err();
+            assert!(
+                e.starts_with(&format!("n.toml:{line}:")) && e.contains(what),
+                "{body:?}: {e}"
+            );
+        };
+        refused("colour = 1\n", 3, "unknown field `colour`");
+        refused("emulate_wire = 1\n", 3, "boolean");
+        refused("set = \"a=b\"\n", 3, "sequence");
+        for bad in ["../eth0", "a/b", "", "sixteen-bytes-12", "eth0:1"] {
+            refused(&format!("[ports]\nR2 = {bad:?}\n"), 4, "ports.R2: interface name");
+        }
+        refused("[ports]\nR2 = \"eth0\"\nR3 = \"eth0\"\n", 5, "are both eth0");
+        for bad in ["../x", "a/b", "/run/netns/x", ""] {
+            refused(&format!("netns = {bad:?}\n"), 3, "netns name");
+        }
+        refused("marks = [1, -5]\n", 3, "CLOCK_REALTIME nanoseconds");
+        refused("until = -1\n", 3, "CLOCK_REALTIME nanoseconds");
+        refused("crash_holding_token_after = 0\n", 3, "count of token visits");
+        refused("flow_src = [\"\", \"10.0.0.300\"]\n", 3, "not an IPv4 address");
+        refused("report = \"\"\n", 3, "file path");
+        refused("[devices]\nR9 = \"af_xdp\"\n", 4, "devices.R9 names no port");
+        refused("xdp_attach = \"turbo\"\n", 3, "XDP attach mode");
+        let e = config("node = \"R1\"\n").unwrap_err();
+        assert!(e.contains("n.toml: `scenario = \"FILE\"` is required"), "{e}");
+        let e = config("scenario = \"s.toml\"\nnode = \" \"\n").unwrap_err();
+        assert!(e.starts_with("n.toml:2:") && e.contains("`node` is empty"), "{e}");
+    }
+
+    /// The file a lab writes for each node process (every key, as
+    /// `labrun::spawn_nodes` builds it with a `toml::Table`) reads back
+    /// as written; relative paths are the config directory's.
+    #[test]
+    fn lab_written_configs_read_back() {
+        let mut cfg = toml::Table::new();
+        cfg.insert("scenario".into(), "/tmp/x/scenario.toml".into());
+        cfg.insert("node".into(), "R1".into());
+        cfg.insert("netns".into(), "qn-R1".into());
+        let mut ports = toml::Table::new();
+        ports.insert("h1".into(), "R1-h1".into());
+        ports.insert("R2".into(), "R1-R2".into());
+        cfg.insert("ports".into(), ports.into());
+        let mut devs = toml::Table::new();
+        devs.insert("h1".into(), DeviceKind::AfXdp.name().into());
+        devs.insert("R2".into(), DeviceKind::AfPacket.name().into());
+        cfg.insert("devices".into(), devs.into());
+        cfg.insert("xdp_zero_copy".into(), true.into());
+        cfg.insert("xdp_attach".into(), crate::xdp::AttachMode::Native.name().into());
+        cfg.insert("set".into(), vec![toml::Value::from("flow.f1.size=100")].into());
+        cfg.insert("emulate_wire".into(), false.into());
+        cfg.insert("emulate_cpu".into(), true.into());
+        cfg.insert("report".into(), "R1.report.json".into());
+        let srcs: Vec<toml::Value> = vec!["".into(), "10.0.0.3".into()];
+        cfg.insert("flow_src".into(), srcs.into());
+        cfg.insert("ready".into(), "/tmp/x/R1.ready".into());
+        let marks: Vec<toml::Value> = vec![5i64.into(), 7i64.into()];
+        cfg.insert("marks".into(), marks.into());
+        cfg.insert("until".into(), 9i64.into());
+        cfg.insert("epoch".into(), 3i64.into());
+        cfg.insert("control".into(), "R1.ctl".into());
+        cfg.insert("crash_holding_token_after".into(), 500i64.into());
+        let c = config(&toml::to_string(&cfg).unwrap()).unwrap();
+        assert_eq!(c.scenario, Path::new("/tmp/x/scenario.toml"));
+        assert_eq!((c.node.as_str(), c.netns.as_deref()), ("R1", Some("qn-R1")));
+        assert_eq!(c.ports["R2"], "R1-R2");
+        assert_eq!(c.devices["h1"], DeviceKind::AfXdp);
+        assert!(c.xdp_zero_copy && c.emulate_cpu && !c.emulate_wire);
+        assert_eq!(c.xdp_attach, Some(crate::xdp::AttachMode::Native));
+        assert_eq!(c.sets, ["flow.f1.size=100"]);
+        assert_eq!(c.report.as_deref(), Some(Path::new("/cfg/R1.report.json")));
+        assert_eq!(c.flow_src, [None, Some("10.0.0.3".parse().unwrap())]);
+        assert_eq!(c.marks, [Instant(5), Instant(7)]);
+        assert_eq!((c.until, c.epoch), (Some(Instant(9)), Some(Instant(3))));
+        assert_eq!(c.control.as_deref(), Some(Path::new("/cfg/R1.ctl")));
+        assert_eq!(c.crash_holding_token_after, Some(500));
     }
 }

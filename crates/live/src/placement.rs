@@ -50,7 +50,7 @@ pub const VNI_BLOCK: u32 = 4096;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileDoc {
-    dstport: Option<u16>,
+    dstport: Option<toml::Spanned<u16>>,
     vni_base: Option<toml::Spanned<u32>>,
     #[serde(default)]
     machine: BTreeMap<String, toml::Spanned<FileMachine>>,
@@ -60,8 +60,8 @@ struct FileDoc {
 #[serde(deny_unknown_fields)]
 struct FileMachine {
     underlay: toml::Spanned<String>,
-    dev: Option<String>,
-    netns: Option<String>,
+    dev: Option<toml::Spanned<String>>,
+    netns: Option<toml::Spanned<String>>,
     nodes: Vec<toml::Spanned<String>>,
 }
 
@@ -113,6 +113,27 @@ pub fn default_vni_base(scenario: &str) -> u32 {
     VNI_BLOCK * (1 + h % 4000)
 }
 
+/// An underlay address is a unicast address another machine can reach:
+/// not 0.0.0.0, broadcast, multicast, class E or loopback.
+fn check_underlay(a: Ipv4Addr) -> Result<(), String> {
+    let why = if a.is_unspecified() {
+        "is unspecified"
+    } else if a.is_broadcast() {
+        "is the broadcast address"
+    } else if a.is_multicast() {
+        "is multicast"
+    } else if a.octets()[0] >= 240 {
+        "is reserved (240.0.0.0/4)"
+    } else if a.is_loopback() {
+        "is loopback, which no other machine reaches"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{a} {why}: give this machine's unicast address on the network joining the machines"
+    ))
+}
+
 impl Placement {
     /// Read and parse a placement file.
     pub fn load(path: &std::path::Path) -> Result<Placement, String> {
@@ -124,7 +145,9 @@ impl Placement {
     pub fn parse(text: &str, path: &str) -> Result<Placement, String> {
         let doc: FileDoc = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| format!(":{}", line_of(text, s.start)));
-            format!("{path}{}: {}", line.unwrap_or_default(), e.message())
+            let at = e.span().map_or(0, |s| s.start);
+            let what = qosnet_scenario::load::toml_message(e.message(), text, at);
+            format!("{path}{}: {what}", line.unwrap_or_default())
         })?;
         let at = |off: usize| format!("{path}:{}", line_of(text, off));
         if doc.machine.is_empty() {
@@ -153,6 +176,8 @@ impl Placement {
                     m.underlay.get_ref()
                 )
             })?;
+            check_underlay(underlay)
+                .map_err(|e| format!("{}: machine {name}: underlay {e}", at(m.underlay.span().start)))?;
             if let Some(o) = machines.iter().find(|o| o.underlay == underlay) {
                 return Err(format!(
                     "{}: machines {} and {name} have the same underlay address {underlay}",
@@ -160,6 +185,21 @@ impl Placement {
                     o.name
                 ));
             }
+            if m.nodes.is_empty() {
+                return Err(format!(
+                    "{path}:{line}: machine {name} runs no nodes (list its scenario nodes in `nodes = [...]`, or remove the machine)"
+                ));
+            }
+            let dev = m.dev.as_ref().map(|d| {
+                crate::names::check_ifname(d.get_ref())
+                    .map(|_| d.get_ref().clone())
+                    .map_err(|e| format!("{}: machine {name}: dev: {e}", at(d.span().start)))
+            });
+            let netns = m.netns.as_ref().map(|n| {
+                crate::names::check_netns(n.get_ref())
+                    .map(|_| n.get_ref().clone())
+                    .map_err(|e| format!("{}: machine {name}: {e}", at(n.span().start)))
+            });
             let mut nodes = Vec::new();
             let mut node_lines = Vec::new();
             for n in &m.nodes {
@@ -177,8 +217,8 @@ impl Placement {
             machines.push(Machine {
                 name: name.clone(),
                 underlay,
-                dev: m.dev.clone(),
-                netns: m.netns.clone(),
+                dev: dev.transpose()?,
+                netns: netns.transpose()?,
                 nodes,
                 line,
                 node_lines,
@@ -194,9 +234,19 @@ impl Placement {
                 ));
             }
         }
+        let dstport = match &doc.dstport {
+            None => VXLAN_PORT,
+            Some(p) if *p.get_ref() == 0 => {
+                return Err(format!(
+                    "{}: dstport 0 is not a UDP port (1..65535; default {VXLAN_PORT}, IANA's VXLAN port)",
+                    at(p.span().start)
+                ))
+            }
+            Some(p) => *p.get_ref(),
+        };
         Ok(Placement {
             path: path.to_string(),
-            dstport: doc.dstport.unwrap_or(VXLAN_PORT),
+            dstport,
             vni_base,
             machines,
         })
@@ -532,6 +582,50 @@ nodes = ["R2", "h2"]
         s.part = Some(part);
         let e = s.validate().unwrap_err().to_string();
         assert!(e.contains("both have VNI"), "{e}");
+    }
+
+    /// Values that would fail later (an empty lab, a tunnel to port 0 or
+    /// to a broadcast address, a device name the kernel refuses, a netns
+    /// path outside /run/netns) are refused with their file:line.
+    #[test]
+    fn values_are_checked_when_parsed() {
+        let refused = |text: &str, line: usize, what: &str| {
+            let e = Placement::parse(text, "p.toml").unwrap_err();
+            assert!(
+                e.starts_with(&format!("p.toml:{line}:")) && e.contains(what),
+                "{what}: {e}"
+            );
+        };
+        refused(
+            &TWO.replace(r#"["R2", "h2"]"#, "[]"),
+            6,
+            "machine m2 runs no nodes",
+        );
+        refused(&format!("dstport = 0\n{TWO}"), 1, "dstport 0 is not a UDP port");
+        for (bad, why) in [
+            ("255.255.255.255", "broadcast"),
+            ("0.0.0.0", "unspecified"),
+            ("224.0.0.1", "multicast"),
+            ("240.0.0.1", "reserved"),
+            ("127.0.0.1", "loopback"),
+        ] {
+            refused(&TWO.replace("192.0.2.2", bad), 7, why);
+        }
+        for bad in ["../eth1", "a/b", "", "sixteen-bytes-12", "eth1:0"] {
+            refused(
+                &TWO.replace(r#"dev = "eth1""#, &format!("dev = {bad:?}")),
+                8,
+                "machine m2: dev: interface name",
+            );
+        }
+        for bad in ["../x", "/run/netns/x", ".."] {
+            let t = TWO.replace(r#"dev = "eth1""#, &format!("netns = {bad:?}"));
+            refused(&t, 8, "machine m2: netns name");
+        }
+        let ok = TWO.replace(r#"dev = "eth1""#, "netns = \"m2\"\ndev = \"enp1s0f0\"");
+        let p = Placement::parse(&format!("dstport = 8472\n{ok}"), "p.toml").unwrap();
+        assert_eq!(p.dstport, 8472);
+        assert_eq!(p.machines[1].netns.as_deref(), Some("m2"));
     }
 
     fn flow(name: &str, sent: u64, received: u64, delay: u64) -> FlowResult {

@@ -2,6 +2,7 @@
 //! lab with qosnet routers (`qosnet_live::labrun`), its results printed
 //! like `qosnet sim`'s.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -55,9 +56,35 @@ pub struct LabExportArgs {
     #[arg(long, value_name = "PATH")]
     pub qosnet_bin: Option<PathBuf>,
     /// Address each qosnet node serves Prometheus metrics on inside its
-    /// container (reachable on its management address); `none` for none.
-    #[arg(long, default_value = "0.0.0.0:9469")]
-    pub metrics: String,
+    /// container: HOST:PORT with a literal address, PORT (loopback), or
+    /// `none`. The default is loopback only; 0.0.0.0:9469 makes it
+    /// reachable on the container's management address.
+    #[arg(long, value_name = "ADDR|none", default_value = qosnet_live::metrics::DEFAULT_ADDR,
+          value_parser = export_metrics)]
+    pub metrics: ExportMetrics,
+}
+
+/// `lab export --metrics`: the address every exported node serves on, or
+/// none.
+#[derive(Clone, Copy, Debug)]
+pub struct ExportMetrics(pub Option<SocketAddr>);
+
+/// The address is used inside the containers, so it must be a literal one
+/// (a host name would be resolved here, not there).
+fn export_metrics(s: &str) -> Result<ExportMetrics, String> {
+    let s = s.trim();
+    if s == "none" {
+        return Ok(ExportMetrics(None));
+    }
+    if let Ok(port) = s.trim_start_matches(':').parse::<u16>() {
+        return Ok(ExportMetrics(Some(SocketAddr::from(([127, 0, 0, 1], port)))));
+    }
+    s.parse::<SocketAddr>().map(|a| ExportMetrics(Some(a))).map_err(|_| {
+        format!(
+            "not a socket address: expected IP:PORT with a literal IP (e.g. {} loopback only, or 0.0.0.0:9469 on every address of the container), PORT, or none",
+            qosnet_live::metrics::DEFAULT_ADDR
+        )
+    })
 }
 
 /// One machine's part of a lab split across machines.
@@ -232,6 +259,10 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
     let sc = a.sc.load()?;
     let paper = sc.paper.clone();
     let placement = a.placement.load(Some(&sc))?;
+    // RETHER stations are each their own machine: one process each, so
+    // a station's stall or `kill -9` is that station's alone.
+    let processes = a.processes || sc.nodes.iter().any(|n| n.is_rether());
+    let faults = Faults::parse(&a, &sc, processes)?;
     need_root("a live run")?;
     if let Some(dir) = &a.out {
         report::check_out_dir(dir)?;
@@ -261,40 +292,14 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
     let _metrics = a.metrics.start()?;
     o.metrics = _metrics.as_ref().map(|(h, _)| h.clone());
     let _tmp;
-    // RETHER stations are each their own machine: one process each, so
-    // a station's stall or `kill -9` is that station's alone.
-    if a.processes || sc.nodes.iter().any(|n| n.is_rether()) {
+    if processes {
         let (np, t) = node_processes(&a.sc)?;
         o.processes = Some(np);
         _tmp = t;
     }
-    for k in &a.kill {
-        let (node, at) = k
-            .split_once('@')
-            .ok_or_else(|| anyhow!("--kill {k}: expected NODE@TIME, e.g. fe2@1.5s"))?;
-        if sc.node_index(node).is_none() {
-            anyhow::bail!("--kill {k}: the scenario has no node {node}");
-        }
-        if o.processes.is_none() {
-            anyhow::bail!("--kill {k}: needs --processes (each node its own process)");
-        }
-        o.kills.push((node.to_string(), crate::args::parse_duration(at)?));
-    }
-    if let Some(s) = &a.stall {
-        o.stalls = Some(qosnet_live::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?);
-    }
-    for k in &a.crash_holding_token {
-        let (node, n) = k
-            .split_once('@')
-            .ok_or_else(|| anyhow!("--crash-holding-token {k}: expected STATION@N, e.g. s1@500"))?;
-        if !sc.node_index(node).is_some_and(|i| sc.nodes[i].is_rether()) {
-            anyhow::bail!("--crash-holding-token {k}: the scenario has no RETHER station {node}");
-        }
-        let n: u64 = n.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-            anyhow!("--crash-holding-token {k}: `{n}` is not a count of token visits (>= 1)")
-        })?;
-        o.crash_holding_token.push((node.to_string(), n));
-    }
+    o.kills = faults.kills;
+    o.stalls = faults.stalls;
+    o.crash_holding_token = faults.crash_holding_token;
     let run = labrun::run(&sc, &o, stop).map_err(|e| anyhow!("{}: {e}", sc.name))?;
     let r = &run.results;
     if a.json {
@@ -330,6 +335,78 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `lab run`'s fault flags, checked against the scenario before anything
+/// needs root. A timed fault must fall within the run: a kill at or after
+/// its end would hold the lab until then, a stall schedule with no stall
+/// inside it would do nothing.
+struct Faults {
+    kills: Vec<(String, qosnet_core::time::Duration)>,
+    stalls: Option<qosnet_live::rt::StallSpec>,
+    crash_holding_token: Vec<(String, u64)>,
+}
+
+impl Faults {
+    fn parse(a: &LabRunArgs, sc: &qosnet_scenario::Scenario, processes: bool) -> Result<Faults> {
+        let mut f = Faults {
+            kills: Vec::new(),
+            stalls: None,
+            crash_holding_token: Vec::new(),
+        };
+        for k in &a.kill {
+            f.kills.push(parse_kill(k, sc, processes)?);
+        }
+        if let Some(s) = &a.stall {
+            let spec = qosnet_live::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?;
+            if spec.windows(sc.duration) == 0 {
+                bail!(
+                    "--stall {s}: no stall fits in the {} run (the first starts at {} and lasts {}); give an EVERY shorter than the run, or a longer --duration",
+                    sc.duration,
+                    spec.every,
+                    spec.len
+                );
+            }
+            f.stalls = Some(spec);
+        }
+        for k in &a.crash_holding_token {
+            let (node, n) = crate::args::split_at("--crash-holding-token", k, "STATION@N", "s1@500")?;
+            if !sc.node_index(node).is_some_and(|i| sc.nodes[i].is_rether()) {
+                bail!("--crash-holding-token {k}: the scenario has no RETHER station {node}");
+            }
+            let n: u64 = n.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                anyhow!("--crash-holding-token {k}: `{n}` is not a count of token visits (>= 1)")
+            })?;
+            f.crash_holding_token.push((node.to_string(), n));
+        }
+        Ok(f)
+    }
+}
+
+/// `--kill NODE@DURATION`: a node process of the scenario, killed before
+/// the end of the run.
+fn parse_kill(
+    k: &str,
+    sc: &qosnet_scenario::Scenario,
+    processes: bool,
+) -> Result<(String, qosnet_core::time::Duration)> {
+    let (node, at) = crate::args::split_at("--kill", k, "NODE@DURATION", "fe2@1.5s")?;
+    if sc.node_index(node).is_none() {
+        bail!("--kill {k}: the scenario has no node {node}");
+    }
+    if !processes {
+        bail!("--kill {k}: needs --processes (each node its own process)");
+    }
+    let t = qosnet_scenario::units::parse_duration(at)
+        .map_err(|e| anyhow!("--kill {k}: {e}; expected NODE@DURATION, e.g. fe2@1.5s"))?;
+    if t >= sc.duration {
+        bail!(
+            "--kill {k}: {at} is not within the {} run (kills count from the start of traffic); give a time before {}, or a longer --duration",
+            sc.duration,
+            sc.duration
+        );
+    }
+    Ok((node.to_string(), t))
 }
 
 fn lab_up(a: LabUpArgs) -> Result<()> {
@@ -487,13 +564,23 @@ fn lab_export(a: LabExportArgs) -> Result<()> {
         image: a.image.clone(),
         host_image: a.host_image.clone(),
         qosnet_bin: bin,
-        metrics: (a.metrics != "none").then(|| a.metrics.clone()),
+        metrics: a.metrics.0.map(|m| m.to_string()),
         sets: a.sc.run.overrides().sets(),
     };
     let e = qosnet_live::containerlab::export(&sc, &text, &o).map_err(|e| anyhow!(e))?;
     let files = qosnet_live::containerlab::write(&e, &a.containerlab).map_err(|e| anyhow!(e))?;
     for f in &files {
         outln!("wrote {}", f.display());
+    }
+    match a.metrics.0 {
+        Some(m) if m.ip().is_loopback() => outln!(
+            "metrics: each qosnet node serves http://{m}/metrics inside its container, loopback only (--metrics 0.0.0.0:9469 exposes it)"
+        ),
+        Some(m) => outln!(
+            "metrics: each qosnet node serves http://{m}/metrics bound to {}, not loopback: reachable from outside its container",
+            m.ip()
+        ),
+        None => {}
     }
     outln!("deploy: sudo containerlab deploy -t {}", a.containerlab.display());
     Ok(())

@@ -25,9 +25,9 @@ pub struct NodeArgs {
     pub config: PathBuf,
     #[command(flatten)]
     pub driver: DriverArgs,
-    /// Run the driver thread at this nice value (negative needs
+    /// Run the driver thread at this nice value, -20..19 (negative needs
     /// CAP_SYS_NICE; labs pass theirs on).
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
     pub nice: Option<i32>,
     #[command(flatten)]
     pub metrics: MetricsArgs,

@@ -72,8 +72,9 @@ pub enum RetherCmd {
         /// rate × TRT, rounded up.
         #[arg(long)]
         rate: Option<String>,
-        /// Send (and receive) buffers of the session.
-        #[arg(long, default_value_t = rethctl::DEFAULT_BUFFERS)]
+        /// Send (and receive) buffers of the session, 1 to the stations'
+        /// limit (64).
+        #[arg(long, default_value_t = rethctl::DEFAULT_BUFFERS, value_parser = buffers)]
         buffers: usize,
         /// Give up waiting for the admission decision after this long.
         #[arg(long, default_value = "5s")]
@@ -89,11 +90,13 @@ pub enum RetherCmd {
         /// Generate units instead of reading standard input.
         #[arg(long)]
         generate: bool,
-        /// Unit size in bytes (default: the reservation).
-        #[arg(long)]
+        /// Unit size in bytes, at least 1 (default, and at most: the
+        /// reservation).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         unit: Option<u32>,
-        /// Units per second to generate (default: one per TRT).
-        #[arg(long)]
+        /// Units per second to generate, a positive number (default: one
+        /// per TRT).
+        #[arg(long, value_parser = units_per_s, allow_hyphen_values = true)]
         units_per_s: Option<f64>,
         /// Stop generating after this long.
         #[arg(long, default_value = "10s")]
@@ -153,6 +156,30 @@ pub enum RetherCmd {
         #[arg(long, default_value_t = 1)]
         count: u32,
     },
+}
+
+/// Buffers a station takes per session: what its [`StationConfig`]
+/// allows (`qosnet_core::rether::StationConfig::max_buffers`), so the flag
+/// is refused here, by name, rather than by the station as `BadBuffers`.
+fn max_buffers() -> usize {
+    qosnet_core::rether::StationConfig::new("", 1, qosnet_core::wire::MacAddr([0; 6]), Vec::new()).max_buffers
+}
+
+fn buffers(s: &str) -> Result<usize, String> {
+    let max = max_buffers();
+    s.parse::<usize>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("a session has 1 to {max} buffers"))
+}
+
+/// A rate to generate at: finite and above zero (a NaN, zero or negative
+/// rate has no period; an infinite one none either).
+fn units_per_s(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| "expected a positive number of units per second, e.g. 30 or 0.5".to_string())
 }
 
 fn dur(s: &str) -> Result<StdDuration> {
@@ -432,9 +459,15 @@ fn open(
     }
 }
 
-/// Queue `unit`, waiting while every send buffer is full; false when the
-/// session is gone.
-fn push(c: &mut Client, session: &str, unit: &[u8], waits: &mut u64) -> Result<()> {
+/// Queue `unit`, waiting while every send buffer is full, until
+/// `deadline` if there is one; false when the deadline came first.
+fn push(
+    c: &mut Client,
+    session: &str,
+    unit: &[u8],
+    waits: &mut u64,
+    deadline: Option<StdInstant>,
+) -> Result<bool> {
     let req = Request::Send {
         session: session.into(),
         data: rethctl::hex(unit),
@@ -442,11 +475,57 @@ fn push(c: &mut Client, session: &str, unit: &[u8], waits: &mut u64) -> Result<(
     loop {
         let v = c.call(&req).map_err(|e| anyhow!("sending on {session}: {e}"))?;
         if v["retry"] != true {
-            return Ok(());
+            return Ok(true);
+        }
+        if deadline.is_some_and(|d| StdInstant::now() >= d) {
+            return Ok(false);
         }
         *waits += 1;
         std::thread::sleep(StdDuration::from_millis(1));
     }
+}
+
+/// Unit `k` of a generated stream: its number then a pattern, so a
+/// receiver can check it.
+fn unit_bytes(k: u64, size: usize) -> Vec<u8> {
+    let mut b: Vec<u8> = (0..size).map(|i| (k as usize).wrapping_add(i) as u8).collect();
+    let n = k.to_be_bytes();
+    let m = n.len().min(size);
+    b[..m].copy_from_slice(&n[..m]);
+    b
+}
+
+/// Generate units of `size` bytes every `period` for `duration`, handing
+/// each to `push` (which gets the deadline and says whether it queued the
+/// unit). Ends at `duration` whatever the period: the wait for the next
+/// unit is cut at the deadline. Returns the units queued.
+fn generate_units(
+    size: usize,
+    period: StdDuration,
+    duration: StdDuration,
+    mut push: impl FnMut(&[u8], StdInstant) -> Result<bool>,
+) -> Result<u64> {
+    let t0 = StdInstant::now();
+    // A duration past what an Instant holds is as good as no end.
+    let deadline = t0
+        .checked_add(duration)
+        .unwrap_or(t0 + StdDuration::from_secs(u32::MAX as u64));
+    let mut units = 0u64;
+    while StdInstant::now() < deadline {
+        if !push(&unit_bytes(units, size), deadline)? {
+            break;
+        }
+        units += 1;
+        let next = u32::try_from(units)
+            .ok()
+            .and_then(|k| period.checked_mul(k))
+            .and_then(|d| t0.checked_add(d))
+            .map_or(deadline, |n| n.min(deadline));
+        if let Some(d) = next.checked_duration_since(StdInstant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+    Ok(units)
 }
 
 fn send(
@@ -464,29 +543,26 @@ fn send(
         })
         .map_err(|e| anyhow!(e))?;
     let reservation = u(&st["reservation"]) as u32;
-    let size = unit.unwrap_or(reservation).min(reservation).max(1) as usize;
+    if reservation == 0 {
+        bail!(
+            "session {session} has no reservation at {} (send from the station that opened it)",
+            t.station
+        );
+    }
+    // A unit larger than the reservation is cut to it (one RT slot).
+    let size = unit.unwrap_or(reservation).min(reservation) as usize;
     let (mut units, mut bytes, mut waits) = (0u64, 0u64, 0u64);
     if generate {
-        let trt = trt_ns(&mut c)? as f64 / 1e9;
-        let period = 1.0 / units_per_s.unwrap_or(1.0 / trt).max(1e-3);
-        let t0 = StdInstant::now();
-        while t0.elapsed() < duration {
-            // Unit k: its number then a pattern, so a receiver can check it.
-            let mut b = vec![0u8; size];
-            for (i, x) in b.iter_mut().enumerate() {
-                *x = (units as usize + i) as u8;
-            }
-            let n = units.to_be_bytes();
-            let k = n.len().min(size);
-            b[..k].copy_from_slice(&n[..k]);
-            push(&mut c, session, &b, &mut waits)?;
-            units += 1;
-            bytes += size as u64;
-            let next = t0 + StdDuration::from_secs_f64(units as f64 * period);
-            if let Some(d) = next.checked_duration_since(StdInstant::now()) {
-                std::thread::sleep(d);
-            }
-        }
+        // One unit per TRT unless told; a period past what a Duration
+        // holds (a tiny rate) is as good as one unit.
+        let period = match units_per_s {
+            Some(r) => StdDuration::try_from_secs_f64(1.0 / r).unwrap_or(StdDuration::MAX),
+            None => StdDuration::from_nanos(trt_ns(&mut c)?),
+        };
+        units = generate_units(size, period, duration, |b, deadline| {
+            push(&mut c, session, b, &mut waits, Some(deadline))
+        })?;
+        bytes = units * size as u64;
     } else {
         let mut stdin = std::io::stdin().lock();
         let mut b = vec![0u8; size];
@@ -503,7 +579,7 @@ fn send(
             if got == 0 {
                 break;
             }
-            push(&mut c, session, &b[..got], &mut waits)?;
+            push(&mut c, session, &b[..got], &mut waits, None)?;
             units += 1;
             bytes += got as u64;
             if got < size {
@@ -720,4 +796,66 @@ fn watch(t: &Target, session: &str, duration: StdDuration, summary: Option<StdDu
         "session {session}: {tot_visits} RT visits: {tot_full} held the reservation, {tot_idle} idle (nothing queued), {tot_short} partial units; {tot_missed} cycles without a visit"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run `generate_units` on a thread: its result, or None if it is
+    /// still going after `limit`.
+    fn generated(
+        period: StdDuration,
+        duration: StdDuration,
+        queued: bool,
+        limit: StdDuration,
+    ) -> Option<u64> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = generate_units(16, period, duration, |b, _| {
+                assert_eq!(b.len(), 16);
+                Ok(queued)
+            });
+            let _ = tx.send(r.unwrap());
+        });
+        rx.recv_timeout(limit).ok()
+    }
+
+    /// `--units-per-s 0.001` (what NaN, 0 and negative rates became): a
+    /// 1000 s period still ends at --duration, after one unit.
+    #[test]
+    fn generating_ends_at_the_duration_whatever_the_rate() {
+        let t0 = StdInstant::now();
+        let n = generated(
+            StdDuration::from_secs(1000),
+            StdDuration::from_millis(100),
+            true,
+            StdDuration::from_secs(20),
+        );
+        assert_eq!(n, Some(1), "still sending 20 s into a 100 ms run");
+        assert!(t0.elapsed() < StdDuration::from_secs(5), "{:?}", t0.elapsed());
+        // A push that waited out the deadline (every buffer full) ends it.
+        let n = generated(
+            StdDuration::from_millis(1),
+            StdDuration::from_secs(3600),
+            false,
+            StdDuration::from_secs(20),
+        );
+        assert_eq!(n, Some(0));
+        // At a rate: about duration / period units.
+        let n = generated(
+            StdDuration::from_millis(10),
+            StdDuration::from_millis(200),
+            true,
+            StdDuration::from_secs(20),
+        )
+        .unwrap();
+        assert!((5..=21).contains(&n), "{n} units of 10 ms in 200 ms");
+    }
+
+    #[test]
+    fn units_carry_their_number() {
+        assert_eq!(unit_bytes(0x0102, 10), [0, 0, 0, 0, 0, 0, 1, 2, 10, 11]);
+        assert_eq!(unit_bytes(7, 3), [0, 0, 0]);
+    }
 }

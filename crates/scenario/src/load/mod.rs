@@ -629,8 +629,9 @@ fn map_lines(orig: &str, applied: &str) -> Vec<Origin> {
 /// override it came from.
 /// The TOML parser's message, or — it reports some lexical errors (a lone
 /// carriage return, a control character) with none — a description of the
-/// character at `at` where it stopped.
-fn toml_message(msg: &str, text: &str, at: usize) -> String {
+/// character at `at` where it stopped. Public for the other TOML files
+/// qosnet reads (sweep manifests, placement files, node configs).
+pub fn toml_message(msg: &str, text: &str, at: usize) -> String {
     let msg = msg.trim();
     if !msg.is_empty() {
         return msg.to_string();
