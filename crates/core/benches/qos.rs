@@ -83,7 +83,7 @@ fn make(name: &str) -> Box<dyn Scheduler> {
     match name {
         "fifo" => Box::new(Fifo::new(usize::MAX, usize::MAX)),
         "wfq" => Box::new(Wfq::new(conf(), LINK_BPS).unwrap()),
-        "wf2q" => Box::new(Wf2q::new(conf()).unwrap()),
+        "wf2q" => Box::new(Wf2q::new(conf(), LINK_BPS).unwrap()),
         // Quantum of one maximum packet: O(1) per packet.
         _ => Box::new(Drr::new(FairConf::per_flow(QueueConf::new(1_500, 16, 16 * 1_500))).unwrap()),
     }

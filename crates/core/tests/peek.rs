@@ -130,8 +130,8 @@ fn make(kind: usize) -> Box<dyn Scheduler> {
         ),
         5 => Box::new(Wfq::new(classes(&[1, 2, 3, 5], 8), 100 * MBIT).unwrap()),
         6 => Box::new(Wfq::new(FairConf::per_flow(QueueConf::new(1, 4, 6_000)), 100 * MBIT).unwrap()),
-        7 => Box::new(Wf2q::new(classes(&[1, 2, 3, 5], 8)).unwrap()),
-        8 => Box::new(Wf2q::new(FairConf::per_flow(QueueConf::new(2, 4, 6_000))).unwrap()),
+        7 => Box::new(Wf2q::new(classes(&[1, 2, 3, 5], 8), 100 * MBIT).unwrap()),
+        8 => Box::new(Wf2q::new(FairConf::per_flow(QueueConf::new(2, 4, 6_000)), 100 * MBIT).unwrap()),
         // Quanta far below the packet sizes: several rounds per packet.
         9 => Box::new(Drr::new(classes(&[100, 250, 60, 700], 8)).unwrap()),
         10 => {
@@ -160,7 +160,7 @@ fn make(kind: usize) -> Box<dyn Scheduler> {
                 false,
                 Box::new(Fifo::new(4, 6_000)),
             )),
-            Box::new(Wf2q::new(classes(&[1, 4], 8)).unwrap()),
+            Box::new(Wf2q::new(classes(&[1, 4], 8), 100 * MBIT).unwrap()),
         ])),
     }
 }

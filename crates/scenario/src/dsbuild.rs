@@ -48,7 +48,7 @@ pub fn scheduler(
             Box::new(DsSched::new(c)?)
         }
         SchedKind::Wfq => Box::new(Wfq::new(flows(), rate_bps)?),
-        SchedKind::Wf2q => Box::new(Wf2q::new(flows())?),
+        SchedKind::Wf2q => Box::new(Wf2q::new(flows(), rate_bps)?),
         SchedKind::Drr => {
             let mut f = flows();
             if let Some(q) = f.default.as_mut() {

@@ -15,6 +15,8 @@
 
 mod conf;
 mod drr;
+#[cfg(test)]
+mod gps;
 mod heap;
 mod queues;
 mod wf2q;
@@ -95,7 +97,10 @@ mod tests {
         assert!(e(FairConf::per_flow(QueueConf::new(1, 0, 10))).contains("zero"));
         assert!(Wfq::new(classes(&[1]), 0).err().unwrap().contains("rate"));
         assert!(Drr::new(classes(&[0])).err().unwrap().contains("quantum 0"));
-        assert!(Wf2q::new(classes(&[2, 0])).err().unwrap().contains("weight 0"));
+        assert!(Wf2q::new(classes(&[2, 0]), ONE_BYTE_PER_NS)
+            .err()
+            .unwrap()
+            .contains("weight 0"));
     }
 
     fn fair(kind: usize, w: &[u32], limit_pkts: usize) -> Box<dyn Scheduler> {
@@ -107,7 +112,7 @@ mod tests {
         );
         match kind {
             0 => Box::new(Wfq::new(conf, 1_000_000_000).unwrap()),
-            1 => Box::new(Wf2q::new(conf).unwrap()),
+            1 => Box::new(Wf2q::new(conf, 1_000_000_000).unwrap()),
             _ => {
                 // DRR quantum in bytes: weight × max packet.
                 let mut conf = conf;
@@ -131,7 +136,7 @@ mod tests {
                 Box::new(s)
             }
             _ => {
-                let mut s = Wf2q::new(conf).unwrap();
+                let mut s = Wf2q::new(conf, 1_000_000_000).unwrap();
                 if reference {
                     s.heap_only();
                 }

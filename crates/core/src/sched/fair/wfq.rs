@@ -239,8 +239,7 @@ impl Scheduler for Wfq {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
-
+    use super::super::gps::{self, Arrival, Q};
     use super::super::testkit::{classes, pkt, ONE_BYTE_PER_NS};
     use super::*;
     use crate::sched::{DropReason, FairConf, QueueConf};
@@ -347,142 +346,13 @@ mod tests {
         assert_eq!(w.flows(), 3);
     }
 
-    // ---- GPS fluid reference, exact rationals -------------------------
-
-    #[derive(Clone, Copy, Debug)]
-    struct Q(i128, i128); // numerator, denominator > 0, reduced
-
-    fn gcd(a: i128, b: i128) -> i128 {
-        let (mut a, mut b) = (a.abs(), b.abs());
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        a.max(1)
-    }
-    impl Q {
-        fn new(n: i128, d: i128) -> Q {
-            let g = gcd(n, d) * d.signum();
-            Q(n / g, d / g)
-        }
-        fn int(n: i128) -> Q {
-            Q(n, 1)
-        }
-        fn add(self, o: Q) -> Q {
-            Q::new(self.0 * o.1 + o.0 * self.1, self.1 * o.1)
-        }
-        fn sub(self, o: Q) -> Q {
-            Q::new(self.0 * o.1 - o.0 * self.1, self.1 * o.1)
-        }
-        fn mul(self, o: Q) -> Q {
-            Q::new(self.0 * o.0, self.1 * o.1)
-        }
-        fn div(self, o: Q) -> Q {
-            Q::new(self.0 * o.1, self.1 * o.0)
-        }
-        fn le(self, o: Q) -> bool {
-            self.0 * o.1 <= o.0 * self.1
-        }
-        fn min(self, o: Q) -> Q {
-            if self.le(o) {
-                self
-            } else {
-                o
-            }
-        }
-    }
-
-    /// The fluid GPS server of rate 1 byte/ns, simulated event by event:
-    /// between events every backlogged flow i is served at wᵢ/Σw.
-    struct Fluid {
-        w: Vec<i128>,
-        t: Q,
-        served: Vec<Q>,
-        arrived: Vec<i128>,
-        /// Per flow: cumulative bytes at which each queued packet ends.
-        ends: Vec<VecDeque<(i128, usize)>>,
-        finish: Vec<Option<Q>>,
-    }
-
-    impl Fluid {
-        fn new(w: &[u32], packets: usize) -> Self {
-            Fluid {
-                w: w.iter().map(|&w| w as i128).collect(),
-                t: Q::int(0),
-                served: vec![Q::int(0); w.len()],
-                arrived: vec![0; w.len()],
-                ends: vec![VecDeque::new(); w.len()],
-                finish: vec![None; packets],
-            }
-        }
-        fn arrive(&mut self, f: usize, len: i128, id: usize) {
-            self.arrived[f] += len;
-            self.ends[f].push_back((self.arrived[f], id));
-        }
-        fn advance(&mut self, to: Q) {
-            loop {
-                let busy: Vec<usize> = (0..self.w.len()).filter(|&i| !self.ends[i].is_empty()).collect();
-                let wsum: i128 = busy.iter().map(|&i| self.w[i]).sum();
-                if wsum == 0 {
-                    if self.t.le(to) {
-                        self.t = to;
-                    }
-                    return;
-                }
-                let mut step = to.sub(self.t);
-                for &i in &busy {
-                    let left = Q::int(self.ends[i][0].0).sub(self.served[i]);
-                    step = step.min(left.mul(Q::int(wsum)).div(Q::int(self.w[i])));
-                }
-                for &i in &busy {
-                    self.served[i] = self.served[i].add(step.mul(Q::new(self.w[i], wsum)));
-                }
-                self.t = self.t.add(step);
-                let mut popped = false;
-                for &i in &busy {
-                    while let Some(&(end, id)) = self.ends[i].front() {
-                        if !Q::int(end).le(self.served[i]) {
-                            break;
-                        }
-                        self.finish[id] = Some(self.t);
-                        self.ends[i].pop_front();
-                        popped = true;
-                    }
-                }
-                if !popped && to.le(self.t) {
-                    return;
-                }
-            }
-        }
-    }
-
     /// Runs PGPS on a 1 byte/ns link and the fluid GPS side by side and
     /// checks Parekh–Gallager: service lag ≤ L_max (Theorem 2) and
     /// departure ≤ GPS finish + L_max/r (Theorem 1).
-    fn check_against_gps(w: &[u32], arrivals: &[(u64, usize, u64)]) {
-        let n = arrivals.len();
+    fn check_against_gps(w: &[u32], arrivals: &[Arrival]) {
         let lmax = arrivals.iter().map(|a| a.2).max().unwrap() as i128;
         let mut wfq = Wfq::new(classes(w), ONE_BYTE_PER_NS).unwrap();
-        let mut fluid = Fluid::new(w, n);
-        let mut pk_served = vec![0i128; w.len()];
-        let mut depart = vec![0u64; n];
-        let (mut i, mut link_free) = (0, 0u64);
-        loop {
-            let t = if !wfq.is_empty() {
-                link_free
-            } else if i < n {
-                arrivals[i].0.max(link_free)
-            } else {
-                break;
-            };
-            while i < n && arrivals[i].0 <= t {
-                let (at, f, len) = arrivals[i];
-                fluid.advance(Q::int(at as i128));
-                fluid.arrive(f, len as i128, i);
-                wfq.enqueue(pkt(i as u64, f as u16, len as usize), Instant(at))
-                    .unwrap();
-                i += 1;
-            }
-            fluid.advance(Q::int(t as i128));
+        let r = gps::run(&mut wfq, w, arrivals, |t, fluid, pk_served| {
             for (j, &p) in pk_served.iter().enumerate() {
                 let lag = fluid.served[j].sub(Q::int(p));
                 assert!(
@@ -490,20 +360,9 @@ mod tests {
                     "flow {j} lags GPS by {lag:?} > {lmax} at t={t}"
                 );
             }
-            let p = wfq.dequeue(Instant(t)).expect("work conserving");
-            let f = p.meta.class as usize;
-            pk_served[f] += p.len() as i128;
-            link_free = t + p.len() as u64;
-            depart[p.meta.uid as usize] = link_free;
-        }
-        fluid.advance(Q::int(i128::MAX / (1 << 80)));
-        for (id, &d) in depart.iter().enumerate() {
-            let gps = fluid.finish[id].expect("GPS finished every packet");
-            assert!(
-                Q::int(d as i128).le(gps.add(Q::int(lmax))),
-                "packet {id} left at {d}, GPS finish {gps:?} + L_max {lmax}"
-            );
-        }
+        });
+        let late = gps::late(&r, lmax);
+        assert!(late.is_empty(), "left after GPS finish + L_max {lmax}: {late:?}");
     }
 
     #[test]
@@ -519,15 +378,7 @@ mod tests {
             w in prop::collection::vec(1u32..=5, 2..=4),
             raw in prop::collection::vec((0u64..=150, 0usize..4, 1u64..=120), 1..60),
         ) {
-            let mut t = 0;
-            let arrivals: Vec<(u64, usize, u64)> = raw
-                .iter()
-                .map(|&(gap, f, len)| {
-                    t += gap;
-                    (t, f % w.len(), len)
-                })
-                .collect();
-            check_against_gps(&w, &arrivals);
+            check_against_gps(&w, &gps::arrivals(&raw, w.len()));
         }
     }
 }
