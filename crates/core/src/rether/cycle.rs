@@ -61,12 +61,13 @@ pub fn alive(t: &Token) -> Vec<StationId> {
 /// counting rather than finding `me` in a sorted copy of [`alive`]: every
 /// station asks this of every token it hears.
 pub fn standing(t: &Token, me: StationId) -> (bool, Option<u64>) {
-    let (mut alive, mut below) = (false, 0u64);
-    for n in t.nodes.iter().filter(|n| n.alive) {
-        alive |= n.id == me;
-        below += u64::from(n.id < me && n.id != t.to);
+    // Branch-free, so the compiler can vectorise it.
+    let (mut alive, mut below) = (false, 0u32);
+    for n in &t.nodes {
+        alive |= n.alive & (n.id == me);
+        below += u32::from(n.alive & (n.id < me) & (n.id != t.to));
     }
-    (alive, (alive && me != t.to).then_some(below))
+    (alive, (alive && me != t.to).then_some(u64::from(below)))
 }
 
 /// The first RT node: sender of the oldest session. Sessions are appended
