@@ -5,8 +5,8 @@
 //! depend on N, so the work per simulated second can at best grow
 //! linearly: the ratio to 10 stations should stay near N / 10 (the last
 //! column divides it by N / 10; 1.0 is linear). Before the node table was
-//! parsed in one pass it grew with N² (docs/paper-rether.md, "Simulator
-//! speed", has the figures).
+//! parsed in one pass, 100 stations cost about 50 times 10 stations
+//! (docs/paper-rether.md, "Simulator speed", has the figures).
 //!
 //! The scenario is `scripts/rether-stations N --duration 300ms`, written
 //! here by [`scenario`]. Sizes are run in turn, round after round, so load
