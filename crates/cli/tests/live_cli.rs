@@ -267,7 +267,8 @@ fn lab_up_serves_prometheus_metrics() {
         }
         seen += &l;
         if let Some(a) = l.trim().strip_prefix("metrics: http://") {
-            addr = a.strip_suffix("/metrics").map(str::to_string);
+            // "HOST:PORT/metrics (loopback only)" or "..., bound to ...".
+            addr = a.split_once("/metrics").map(|(a, _)| a.to_string());
             break;
         }
     }

@@ -54,6 +54,22 @@ pub fn alive(t: &Token) -> Vec<StationId> {
     v
 }
 
+/// Where `me` stands in `t`: whether it is live, and its claim rank —
+/// its place among the live stations, ascending, the addressee left out:
+/// the order in which silent stations claim a lost token (`None` when
+/// `me` is the addressee or not live). One pass over the node table,
+/// counting rather than finding `me` in a sorted copy of [`alive`]: every
+/// station asks this of every token it hears.
+pub fn standing(t: &Token, me: StationId) -> (bool, Option<u64>) {
+    // Branch-free, so the compiler can vectorise it.
+    let (mut alive, mut below) = (false, 0u32);
+    for n in &t.nodes {
+        alive |= n.alive & (n.id == me);
+        below += u32::from(n.alive & (n.id < me) & (n.id != t.to));
+    }
+    (alive, (alive && me != t.to).then_some(u64::from(below)))
+}
+
 /// The first RT node: sender of the oldest session. Sessions are appended
 /// at admission, so the head only changes when its session leaves, and
 /// the other RT visits keep their place in the cycle.
@@ -527,5 +543,29 @@ mod tests {
             nrt_grant(&m, NrtPolicy::OnePacket, m.t_token - Duration(1), []),
             Grant::Refuse
         );
+    }
+
+    proptest::proptest! {
+        /// The one-pass standing is what the station computed before:
+        /// live as `is_alive` says, and the claim rank its position in the
+        /// sorted live list with the addressee left out. Any node table
+        /// (out of order, dead entries, repeated ids), any addressee, any
+        /// station asking.
+        #[test]
+        fn standing_is_liveness_and_position_among_live_stations_but_the_addressee(
+            nodes in proptest::collection::vec((0u16..16, proptest::bool::ANY), 0..24),
+            to in 0u16..16,
+            me in 0u16..16,
+        ) {
+            let mut t = token(1..=1, Duration::from_millis(30));
+            t.nodes = nodes.iter().map(|&(id, alive)| NodeEntry { id, alive }).collect();
+            t.to = to;
+            let sorted = alive(&t)
+                .into_iter()
+                .filter(|&id| id != t.to)
+                .position(|id| id == me)
+                .map(|p| p as u64);
+            proptest::prop_assert_eq!(standing(&t, me), (is_alive(&t, me), sorted));
+        }
     }
 }

@@ -572,6 +572,24 @@ struct View {
     /// Last time a frame of this token (or this station's own pass) was
     /// on the wire.
     heard_at: Instant,
+    /// Whether this station is live in `token`, and its claim rank,
+    /// taken once here ([`cycle::standing`]): the watchdog asks for the
+    /// rank after every event, and the token in a view never changes (a
+    /// new token is a new view).
+    listed_alive: bool,
+    claim_rank: Option<u64>,
+}
+
+impl View {
+    fn new(token: Token, heard_at: Instant, me: StationId) -> View {
+        let (listed_alive, claim_rank) = cycle::standing(&token, me);
+        View {
+            token,
+            heard_at,
+            listed_alive,
+            claim_rank,
+        }
+    }
 }
 
 /// A RETHER station (see the module docs).
@@ -1293,10 +1311,7 @@ impl RetherStation {
             switch_time: now - started,
         });
         self.set_mode(now, Mode::Rether);
-        self.view = Some(View {
-            token: token.clone(),
-            heard_at: now,
-        });
+        self.view = Some(View::new(token.clone(), now, self.cfg.id));
         self.holding = Some(Holding {
             token,
             step: Step::Visit { at: now },
@@ -1369,13 +1384,15 @@ impl RetherStation {
             self.inc(Ctr::MonitorReleased);
         }
         self.pending_joins.retain(|&j| !cycle::is_alive(&t, j));
-        let listed_alive = cycle::is_alive(&t, me);
         let sender = t.sender;
         let to = t.to;
-        self.view = Some(View {
-            token: t.clone(),
-            heard_at: now,
-        });
+        let view = View::new(t, now, me);
+        let listed_alive = view.listed_alive;
+        // Only the addressee keeps a second copy: every station hears
+        // every token, so a clone here was one more allocation and node
+        // table copy per station per hop.
+        let held = (to == me && listed_alive).then(|| view.token.clone());
+        self.view = Some(view);
         match self.mode {
             Mode::Rether => {}
             Mode::Csma => {
@@ -1403,7 +1420,7 @@ impl RetherStation {
                 self.unit_ready(s);
             }
         }
-        if to == me && listed_alive {
+        if let Some(t) = held {
             self.inc(Ctr::TokenReceived);
             self.holding = Some(Holding {
                 token: t,
@@ -1818,7 +1835,7 @@ impl RetherStation {
             self.inc(Ctr::TokenWireOverTToken);
         }
         self.inc(Ctr::TokenPasses);
-        self.view = Some(View { token, heard_at: now });
+        self.view = Some(View::new(token, now, self.cfg.id));
         self.push_seg(frame, OutKind::TokenPass(stamp), now);
     }
 
@@ -1901,10 +1918,7 @@ impl RetherStation {
                 } else {
                     Step::PassAt { at: now }
                 };
-                self.view = Some(View {
-                    token: t.clone(),
-                    heard_at: now,
-                });
+                self.view = Some(View::new(t.clone(), now, self.cfg.id));
                 self.holding = Some(Holding {
                     token: t,
                     step,
@@ -1925,10 +1939,7 @@ impl RetherStation {
             return None;
         }
         let v = self.view.as_ref()?;
-        let rank = cycle::alive(&v.token)
-            .into_iter()
-            .filter(|&id| id != v.token.to)
-            .position(|id| id == self.cfg.id)? as u64;
+        let rank = v.claim_rank?;
         let silence = timing::silence_timeout(v.token.trt, v.token.t_nrt, self.cfg.ack_margin);
         Some(v.heard_at + silence + Duration(self.cfg.claim_stagger.0.saturating_mul(rank)))
     }
@@ -1960,10 +1971,7 @@ impl RetherStation {
         } else {
             Step::PassAt { at: now }
         };
-        self.view = Some(View {
-            token: t.clone(),
-            heard_at: now,
-        });
+        self.view = Some(View::new(t.clone(), now, self.cfg.id));
         self.holding = Some(Holding {
             token: t,
             step,
