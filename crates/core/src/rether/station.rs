@@ -303,7 +303,18 @@ pub enum SessionError {
 
 impl fmt::Display for SessionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self:?}")
+        match self {
+            SessionError::UnknownSession => write!(f, "no such session at this station"),
+            SessionError::NotSender => write!(f, "only the sending station admits or sends on a session"),
+            SessionError::BadReceiver => write!(f, "the receiver is this station or a reserved id"),
+            SessionError::BadReservation => {
+                write!(f, "the reservation must be at least one byte per token cycle")
+            }
+            SessionError::BadBuffers => write!(f, "a session has 1 to the station's max_buffers buffers"),
+            SessionError::TooManySessions => write!(f, "this station has as many sessions open as it may"),
+            SessionError::AlreadyOpen => write!(f, "the session is already open"),
+            SessionError::WrongState(s) => write!(f, "not possible while the session is {s:?}"),
+        }
     }
 }
 

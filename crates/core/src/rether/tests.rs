@@ -1216,3 +1216,24 @@ fn a_token_with_a_foreign_trt_is_dropped() {
         assert_eq!(st.counter(Ctr::RunLimit), 0, "trt {t:?}");
     }
 }
+
+/// Session errors reach people (`qosnet rether`, the control socket) as
+/// sentences, not as variant names ("BadBuffers" was what a user saw).
+#[test]
+fn session_errors_read_as_sentences() {
+    use super::station::SessionError as E;
+    for e in [
+        E::UnknownSession,
+        E::NotSender,
+        E::BadReceiver,
+        E::BadReservation,
+        E::BadBuffers,
+        E::TooManySessions,
+        E::AlreadyOpen,
+    ] {
+        let shown = e.to_string();
+        assert_ne!(shown, format!("{e:?}"));
+        assert!(shown.contains(' '), "{shown}");
+    }
+    assert!(E::BadBuffers.to_string().contains("1 to"));
+}
