@@ -219,7 +219,15 @@ impl Manifest {
             }
         })?;
         m.places = Places::of_file(path, text);
-        m.check()?;
+        // Errors about a key name its line already; the others (the
+        // grid's size) are the file's as a whole.
+        m.check().map_err(|e| {
+            if format!("{e:#}").starts_with(path) {
+                e
+            } else {
+                e.context(path.to_string())
+            }
+        })?;
         Ok(m)
     }
 

@@ -436,8 +436,12 @@ pub fn manifest(data: &[u8]) {
         Err(e) => {
             // `{:#}`: as `qosnet sweep` prints it, with its context.
             let e = format!("{e:#}");
+            // "m.toml: ..." or, where the check knows the key's line,
+            // "m.toml:LINE: ...".
             assert!(
-                e.starts_with("m.toml: "),
+                e.starts_with("m.toml: ")
+                    || e.strip_prefix("m.toml:")
+                        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())),
                 "an error that does not name the file: {e}"
             );
             // A TOML error ends with what is wrong, not with the excerpt
