@@ -47,7 +47,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
-use crate::node::{Duplex, Ledger, Node, PortReport, Transmit, TxStatus};
+use crate::node::{Duplex, Ledger, Node, PortReport, Transmit, TxStatus, TxTally};
 use crate::packet::{Framing, Meta, Packet};
 use crate::sched::{DropReason, Fifo, Scheduler};
 use crate::time::{Duration, Instant};
@@ -351,12 +351,9 @@ impl Outcome {
 pub struct SwitchPortCounters {
     pub rx_pkts: u64,
     pub rx_bytes: u64,
-    pub tx_pkts: u64,
-    pub tx_bytes: u64,
-    /// Link time used, in bytes, counting FCS, preamble and IFG.
-    pub tx_wire_bytes: u64,
-    /// Half duplex: frames the NIC gave up on after 16 attempts.
-    pub tx_excessive_collisions: u64,
+    /// Frames sent, counted when they crossed, and those a half-duplex
+    /// NIC gave up on after 16 attempts ([`TxTally`]).
+    pub tx: TxTally,
     outcomes: [u64; Outcome::ALL.len()],
 }
 
@@ -774,9 +771,7 @@ impl Switch {
                 self.traffic.held -= 1;
             }
             let wire = p.cfg.framing.wire_bytes(pkt.len());
-            p.counters.tx_pkts += 1;
-            p.counters.tx_bytes += pkt.len() as u64;
-            p.counters.tx_wire_bytes += wire;
+            p.counters.tx.handed(p.cfg.duplex, pkt.len() as u64, wire);
             let tx_end = match p.cfg.duplex {
                 Duplex::Full => {
                     p.busy_until = now + Duration::for_bytes(wire, p.cfg.rate_bps);
@@ -818,7 +813,7 @@ impl Switch {
         let ports: u64 = self
             .ports
             .iter()
-            .map(|p| p.queue.stats().total_drops() + p.counters.tx_excessive_collisions)
+            .map(|p| p.queue.stats().total_drops() + p.counters.tx.excessive_collisions)
             .sum();
         outcomes + ports + c.flooded_nowhere + c.rx_bad_port + c.no_app
     }
@@ -856,11 +851,9 @@ impl Node for Switch {
         if let Some(p) = self.ports.get_mut(port as usize) {
             p.tx_pending = false;
             p.busy_until = p.busy_until.max(now);
-            if status == TxStatus::ExcessiveCollisions {
-                p.counters.tx_excessive_collisions += 1;
-                if p.tx_traffic {
-                    self.traffic.dropped += 1;
-                }
+            p.counters.tx.done(status);
+            if status == TxStatus::ExcessiveCollisions && p.tx_traffic {
+                self.traffic.dropped += 1;
             }
         }
     }
@@ -887,7 +880,7 @@ impl Node for Switch {
         let sum = |f: fn(&SwitchPortCounters) -> u64| self.ports.iter().map(|p| f(&p.counters)).sum::<u64>();
         let mut v: Vec<(String, u64)> = vec![
             ("rx_frames".into(), sum(|p| p.rx_pkts)),
-            ("tx_frames".into(), sum(|p| p.tx_pkts)),
+            ("tx_frames".into(), sum(|p| p.tx.pkts)),
         ];
         v.extend(
             Outcome::ALL
@@ -908,7 +901,7 @@ impl Node for Switch {
                 ("src_group", c.src_group),
                 ("static_conflict", c.static_conflict),
                 ("queue_full", queue_full),
-                ("tx_excessive_collisions", sum(|p| p.tx_excessive_collisions)),
+                ("tx_excessive_collisions", sum(|p| p.tx.excessive_collisions)),
                 ("rx_bad_port", c.rx_bad_port),
                 ("no_app", c.no_app),
             ]
@@ -928,9 +921,7 @@ impl Node for Switch {
             .drop_counts()
             .map(|(k, n)| (k.to_string(), n))
             .collect();
-        if c.tx_excessive_collisions > 0 {
-            drops.push(("excessive_collisions".into(), c.tx_excessive_collisions));
-        }
+        drops.extend(c.tx.drop_entry());
         let rx_counters = Outcome::ALL
             .iter()
             .map(|o| (o.name().to_string(), c.outcome(*o)))
@@ -940,9 +931,9 @@ impl Node for Switch {
             name: p.cfg.name.clone(),
             rx_pkts: c.rx_pkts,
             rx_bytes: c.rx_bytes,
-            tx_pkts: c.tx_pkts,
-            tx_bytes: c.tx_bytes,
-            tx_wire_bytes: c.tx_wire_bytes,
+            tx_pkts: c.tx.pkts,
+            tx_bytes: c.tx.bytes,
+            tx_wire_bytes: c.tx.wire_bytes,
             scheduler: p.queue.kind().to_string(),
             queued: p.queue.len() as u64,
             drops,
@@ -1702,6 +1693,7 @@ mod tests {
         let out = step(&mut sw, t);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].port, out[0].tx_end), (1, None));
+        assert_eq!(sw.port_report(1).tx_pkts, 0, "not sent until the NIC says so");
         // Only the FDB's aging timer: the port waits for the NIC.
         assert_eq!(sw.poll_timeout(t), Some(t + DEFAULT_AGING_TIME));
         sw.handle_tx_done(us(5), 1, TxStatus::Sent { collisions: 2 });
@@ -1712,6 +1704,10 @@ mod tests {
             sw.port_report(1).drops,
             vec![("excessive_collisions".to_string(), 1)]
         );
+        // Sent: the first frame only (the second was abandoned, the third
+        // is with the NIC).
+        let r = sw.port_report(1);
+        assert_eq!((r.tx_pkts, r.tx_bytes), (1, out[0].pkt.len() as u64));
         assert_eq!((sw.frame_ledger().held, sw.frame_ledger().dropped), (0, 1));
     }
 
@@ -1923,7 +1919,12 @@ mod tests {
                     let outcomes: u64 = Outcome::ALL.iter().map(|o| c.outcome(*o)).sum();
                     prop_assert_eq!(c.rx_pkts, outcomes);
                     let r = sw.port_report(p);
-                    prop_assert_eq!(r.tx_pkts + r.queued + sw.queue_drops(p),
+                    // A frame counts as sent once the medium carried it
+                    // (IEEE 802.3 §4.2.3.2.5): one with the NIC or given
+                    // up after excessive collisions is not.
+                    let with_nic = (pending_half && p == 4) as u64;
+                    let handed = r.tx_pkts + c.tx.excessive_collisions + with_nic;
+                    prop_assert_eq!(handed + r.queued + sw.queue_drops(p),
                         sw.ports[p as usize].queue.stats().enq_pkts + sw.queue_drops(p));
                     offered += sw.ports[p as usize].queue.stats().enq_pkts + sw.queue_drops(p);
                 }
@@ -1931,7 +1932,7 @@ mod tests {
                 prop_assert_eq!(offered, sw.outcome_total(Outcome::Forwarded) + c.flood_copies);
                 let rx: u64 = counter(&sw, "rx_frames") + c.rx_bad_port + c.no_app;
                 let l = sw.frame_ledger();
-                prop_assert_eq!(counter(&sw, "tx_frames"), sent);
+                prop_assert_eq!(counter(&sw, "tx_frames"), sent - lost - pending_half as u64);
                 prop_assert_eq!(rx + sw.replicated(), (sent - lost) + l.held + l.dropped);
             }
         }

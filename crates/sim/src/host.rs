@@ -12,7 +12,7 @@
 use std::any::Any;
 use std::net::Ipv4Addr;
 
-use qosnet_core::node::{Duplex, Event, Ledger, Node, PortReport, Transmit, TxStatus};
+use qosnet_core::node::{Duplex, Event, Ledger, Node, PortReport, Transmit, TxStatus, TxTally};
 use qosnet_core::probe::Probe;
 use qosnet_core::sched::{DropReason, Fifo, Scheduler};
 use qosnet_core::wire::{self, MacAddr};
@@ -33,9 +33,8 @@ pub struct Host {
     events: std::collections::VecDeque<Event>,
     rx_pkts: u64,
     rx_bytes: u64,
-    tx_pkts: u64,
-    tx_bytes: u64,
-    tx_wire: u64,
+    /// Frames sent, counted when they crossed ([`TxTally`]).
+    tx: TxTally,
     /// Frames that were not measurement traffic for this host.
     misdelivered: u64,
     /// Frames for another station's MAC (flooded by a switch), dropped by
@@ -49,8 +48,6 @@ pub struct Host {
     duplex: Duplex,
     /// Half duplex: the NIC holds a frame until `handle_tx_done`.
     tx_pending: bool,
-    /// Frames the NIC gave up on after too many collisions.
-    tx_excessive_collisions: u64,
 }
 
 /// Packets a host's NIC queue holds at most (and bytes).
@@ -82,16 +79,13 @@ impl Host {
             events: Default::default(),
             rx_pkts: 0,
             rx_bytes: 0,
-            tx_pkts: 0,
-            tx_bytes: 0,
-            tx_wire: 0,
+            tx: TxTally::default(),
             misdelivered: 0,
             not_for_us: 0,
             control_rx: 0,
             announce: false,
             duplex: Duplex::Full,
             tx_pending: false,
-            tx_excessive_collisions: 0,
         }
     }
 }
@@ -172,9 +166,7 @@ impl Node for Host {
     }
     fn handle_tx_done(&mut self, _now: Instant, _port: u16, status: TxStatus) {
         self.tx_pending = false;
-        if status == TxStatus::ExcessiveCollisions {
-            self.tx_excessive_collisions += 1;
-        }
+        self.tx.done(status);
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         if self.busy_until > now || self.tx_pending {
@@ -182,9 +174,7 @@ impl Node for Host {
         }
         let pkt = self.nic.dequeue(now)?;
         let wire = self.framing.wire_bytes(pkt.len());
-        self.tx_pkts += 1;
-        self.tx_bytes += pkt.len() as u64;
-        self.tx_wire += wire;
+        self.tx.handed(self.duplex, pkt.len() as u64, wire);
         let tx_end = match self.duplex {
             Duplex::Full => {
                 self.busy_until = now + Duration::for_bytes(wire, self.rate_bps);
@@ -205,7 +195,7 @@ impl Node for Host {
     }
     fn counters(&self) -> Vec<(String, u64)> {
         vec![
-            ("sent".into(), self.tx_pkts),
+            ("sent".into(), self.tx.pkts),
             ("misdelivered".into(), self.misdelivered),
         ]
         .into_iter()
@@ -213,12 +203,11 @@ impl Node for Host {
         // switches stay as they were.
         .chain((self.not_for_us > 0).then(|| ("not_for_us".to_string(), self.not_for_us)))
         .chain((self.control_rx > 0).then(|| ("control_rx".to_string(), self.control_rx)))
-        .chain((self.tx_excessive_collisions > 0).then(|| {
-            (
-                "tx_excessive_collisions".to_string(),
-                self.tx_excessive_collisions,
-            )
-        }))
+        .chain(
+            self.tx
+                .drop_entry()
+                .map(|(_, n)| ("tx_excessive_collisions".to_string(), n)),
+        )
         .collect()
     }
     fn port_report(&self, _port: u16) -> PortReport {
@@ -227,16 +216,16 @@ impl Node for Host {
             name: format!("{}-nic", self.name),
             rx_pkts: self.rx_pkts,
             rx_bytes: self.rx_bytes,
-            tx_pkts: self.tx_pkts,
-            tx_bytes: self.tx_bytes,
-            tx_wire_bytes: self.tx_wire,
+            tx_pkts: self.tx.pkts,
+            tx_bytes: self.tx.bytes,
+            tx_wire_bytes: self.tx.wire_bytes,
             scheduler: "fifo".into(),
             queued: self.nic.len() as u64,
-            drops: if drops > 0 {
-                vec![(DropReason::QueueFull.name().into(), drops)]
-            } else {
-                Vec::new()
-            },
+            drops: (drops > 0)
+                .then(|| (DropReason::QueueFull.name().into(), drops))
+                .into_iter()
+                .chain(self.tx.drop_entry())
+                .collect(),
             counters: Vec::new(),
             rx_counters: Vec::new(),
         }

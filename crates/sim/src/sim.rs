@@ -167,6 +167,11 @@ pub(crate) struct Medium {
     nic_traffic: Vec<bool>,
     /// Traffic frames given up after excessive collisions, or refused.
     traffic_lost: u64,
+    /// Per station, on a captured port: the frame its NIC holds, written
+    /// to the capture only once it crossed the bus whole (a frame given
+    /// up after excessive collisions, IEEE 802.3 §4.2.3.2.5, was never
+    /// received and is not in the pcap).
+    to_capture: Vec<Option<Packet>>,
 }
 
 impl Medium {
@@ -179,6 +184,7 @@ impl Medium {
             wake_at: None,
             nic_traffic: vec![false; n],
             traffic_lost: 0,
+            to_capture: vec![None; n],
         }
     }
 }
@@ -257,6 +263,13 @@ fn capture(pcap: &mut [Vec<Option<Capture>>], node: usize, port: usize, at: Inst
             }
         }
     }
+}
+
+/// Whether (node, port) is captured.
+fn captured(pcap: &[Vec<Option<Capture>>], node: usize, port: usize) -> bool {
+    pcap.get(node)
+        .and_then(|r| r.get(port))
+        .is_some_and(Option::is_some)
 }
 
 /// Schedule medium `m`'s next wake-up if it is earlier than the one
@@ -370,8 +383,10 @@ impl Sim {
 
     /// Capture every frame the named directed links (`"R1->R2"`; all links
     /// if `links` is empty) transmit into `DIR/<from>-<to>.pcap`, stamped
-    /// with the virtual time of its first bit (nanosecond pcap). Returns the
-    /// files opened.
+    /// with the virtual time of its first bit (nanosecond pcap). A frame on
+    /// a shared segment is written once the bus carried it whole, stamped
+    /// when its successful attempt began; one given up after excessive
+    /// collisions is not written. Returns the files opened.
     pub fn enable_pcap(&mut self, dir: &std::path::Path, links: &[String]) -> Result<Vec<String>, String> {
         use pcap_file::pcap::{PcapHeader, PcapWriter};
         use pcap_file::TsResolution;
@@ -606,11 +621,20 @@ impl Sim {
                     };
                     self.arrive(node as usize, port, pkt, false, false);
                 }
-                SegOutput::TxDone { station, status, .. } => {
+                SegOutput::TxDone {
+                    station,
+                    status,
+                    started,
+                    ..
+                } => {
                     let med = &mut self.media[m];
                     let Some(&(node, port)) = med.stations.get(station) else {
                         continue;
                     };
+                    let held = med.to_capture.get_mut(station).and_then(Option::take);
+                    if let (Some(pkt), TxStatus::Sent { .. }) = (held, status) {
+                        capture(&mut self.pcap, node as usize, port as usize, started, &pkt);
+                    }
                     if std::mem::take(&mut med.nic_traffic[station])
                         && status == TxStatus::ExcessiveCollisions
                     {
@@ -864,9 +888,14 @@ impl Sim {
         let ports = attach.get(i).map_or(&[][..], |a| &a[..]);
         while let Some(tx) = slot.node.poll_transmit(local) {
             let port = tx.port as usize;
-            if !pcap.is_empty() {
+            // A shared segment's frame is captured when it crossed (see
+            // `Medium::to_capture`); a link's as its first bit leaves.
+            let on_segment = matches!(ports.get(port), Some(Attach::Segment { .. }));
+            if !on_segment && !pcap.is_empty() {
                 capture(pcap, i, port, now, &tx.pkt);
             }
+            let keep = on_segment && captured(pcap, i, port);
+            let kept = keep.then(|| tx.pkt.clone());
             let tx_end = tx.tx_end.map(|t| slot.clock.global(t)).unwrap_or(now);
             match ports.get(port) {
                 Some(Attach::Link(ch)) => q.push(
@@ -887,6 +916,9 @@ impl Sim {
                         Ok(()) => {
                             if let Some(f) = med.nic_traffic.get_mut(station as usize) {
                                 *f = traffic;
+                            }
+                            if let Some(c) = med.to_capture.get_mut(station as usize) {
+                                *c = kept;
                             }
                         }
                         // A node handed a second frame before its NIC was

@@ -193,7 +193,10 @@ proptest! {
         // its attempts; a delivered frame was sent whole, by someone else.
         let mut done = BTreeMap::new();
         for o in &log.outputs {
-            if let SegOutput::TxDone { station, status, at } = o {
+            if let SegOutput::TxDone {
+                station, status, at, ..
+            } = o
+            {
                 let last = sigs.iter().filter(|s| s.station == *station && s.end == at.0).count();
                 prop_assert_eq!(last, 1, "TxDone not at the end of a transmission");
                 let sig = sigs.iter().find(|s| s.station == *station && s.end == at.0).unwrap();

@@ -145,3 +145,61 @@ proptest! {
         prop_assert_eq!(r.extra["engine_stalls"].as_u64(), Some(0));
     }
 }
+
+/// The shipped saturation scenario: eight stations offering 5 Mb/s each
+/// to a ninth on one 10 Mb/s bus.
+fn saturation() -> Sim {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/ethernet/saturation.toml"
+    );
+    let sc = qosnet_scenario::load_file(path, &[]).unwrap_or_else(|e| panic!("{e}"));
+    Sim::new(sc).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn station_stat(r: &Results, k: usize, key: &str) -> u64 {
+    seg(r)["stations"][k][key].as_u64().unwrap()
+}
+
+/// IEEE 802.3 §4.2.3.2.5: a frame abandoned after 16 attempts was never
+/// received. It is a drop (`excessive_collisions`), not a sent packet: the
+/// stations' counts are the frames that crossed, and their utilizations
+/// cannot add up to more than the bus.
+#[test]
+fn a_saturated_bus_counts_only_frames_that_crossed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sim = saturation();
+    sim.enable_pcap(dir.path(), &[]).unwrap();
+    let r = sim.run();
+    let stations: Vec<_> = r.links.iter().filter(|l| l.name.ends_with("->bus")).collect();
+    assert_eq!(stations.len(), 9);
+    let util: f64 = stations.iter().map(|l| l.utilization).sum();
+    assert!(util <= 1.0, "stations' utilizations sum to {util}");
+    let (mut sent, mut abandoned) = (0, 0);
+    for (k, l) in stations.iter().enumerate() {
+        let name = l.name.trim_end_matches("->bus");
+        let node = r.nodes.iter().find(|n| n.name == name).unwrap();
+        let whole = station_stat(&r, k, "frames_sent");
+        let excessive = station_stat(&r, k, "excessive_collisions");
+        assert_eq!(node.counters["sent"], whole, "{name}: counted vs sent whole");
+        let dropped = l
+            .drops_by_reason
+            .get("excessive_collisions")
+            .copied()
+            .unwrap_or(0);
+        assert_eq!(dropped, excessive, "{name}: abandoned frames are drops");
+        let file = dir.path().join(format!("{name}-bus.pcap"));
+        let mut rd = pcap_file::pcap::PcapReader::new(std::fs::File::open(file).unwrap()).unwrap();
+        let mut frames = 0;
+        while let Some(p) = rd.next_packet() {
+            p.unwrap();
+            frames += 1;
+        }
+        assert_eq!(frames, whole, "{name}: the pcap holds the frames sent whole");
+        sent += whole;
+        abandoned += excessive;
+    }
+    // Every frame sent whole reached s9 (which sends none of its own).
+    assert_eq!(station_stat(&r, 8, "frames_received"), sent);
+    assert!(abandoned > 0, "the load gives up on some frames");
+}

@@ -35,6 +35,9 @@
 //! in front of any node by either driver).
 
 pub mod cpu;
+mod tx;
+
+pub use tx::{TxTally, EXCESSIVE_COLLISIONS};
 
 use std::any::Any;
 

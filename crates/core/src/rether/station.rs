@@ -44,7 +44,7 @@ use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
-use crate::node::{Duplex, Event, Ledger, Node, PortReport, Transmit, TxStatus};
+use crate::node::{Duplex, Event, Ledger, Node, PortReport, Transmit, TxStatus, TxTally};
 use crate::packet::{Meta, Packet};
 use crate::time::{Duration, Instant};
 use crate::wire::{self as eth, MacAddr};
@@ -632,9 +632,8 @@ pub struct RetherStation {
     visits: VecDeque<Visit>,
     ctr: Vec<u64>,
     malformed: [u64; WireError::ALL.len()],
-    tx_pkts: u64,
-    tx_bytes: u64,
-    tx_wire: u64,
+    /// The segment port's frames, counted when the NIC sent them.
+    seg_tx: TxTally,
     host_tx_pkts: u64,
     host_tx_bytes: u64,
     host_tx_wire: u64,
@@ -729,9 +728,7 @@ impl RetherStation {
             visits: VecDeque::new(),
             ctr: vec![0; Ctr::ALL.len()],
             malformed: [0; WireError::ALL.len()],
-            tx_pkts: 0,
-            tx_bytes: 0,
-            tx_wire: 0,
+            seg_tx: TxTally::default(),
             host_tx_pkts: 0,
             host_tx_bytes: 0,
             host_tx_wire: 0,
@@ -2360,6 +2357,7 @@ impl Node for RetherStation {
             self.inc(Ctr::SpuriousTxDone);
             return;
         };
+        self.seg_tx.done(status);
         let sent = matches!(status, TxStatus::Sent { .. });
         match kind {
             OutKind::RtFrag { session, bytes } => {
@@ -2482,9 +2480,8 @@ impl Node for RetherStation {
                     }
                 }
                 self.nic = Some(o.kind);
-                self.tx_pkts += 1;
-                self.tx_bytes += o.pkt.len() as u64;
-                self.tx_wire += self.cfg.timing.framing.wire_bytes(o.pkt.len());
+                let wire = self.cfg.timing.framing.wire_bytes(o.pkt.len());
+                self.seg_tx.handed(Duplex::Half, o.pkt.len() as u64, wire);
                 return Some(Transmit {
                     port: 0,
                     pkt: o.pkt,
@@ -2539,16 +2536,16 @@ impl Node for RetherStation {
                 let drops = self.counter(Ctr::NrtQueueDrops);
                 PortReport {
                     name: format!("{}-seg", self.cfg.name),
-                    tx_pkts: self.tx_pkts,
-                    tx_bytes: self.tx_bytes,
-                    tx_wire_bytes: self.tx_wire,
+                    tx_pkts: self.seg_tx.pkts,
+                    tx_bytes: self.seg_tx.bytes,
+                    tx_wire_bytes: self.seg_tx.wire_bytes,
                     scheduler: "rether".into(),
                     queued: self.nrt_q.len() as u64,
-                    drops: if drops > 0 {
-                        vec![("nrt_queue_full".into(), drops)]
-                    } else {
-                        Vec::new()
-                    },
+                    drops: (drops > 0)
+                        .then(|| ("nrt_queue_full".into(), drops))
+                        .into_iter()
+                        .chain(self.seg_tx.drop_entry())
+                        .collect(),
                     counters: [Ctr::TokenPasses, Ctr::RtVisits, Ctr::NrtVisits, Ctr::CycleStarts]
                         .iter()
                         .map(|c| (c.name().to_string(), self.counter(*c)))

@@ -572,6 +572,7 @@ impl Node for Router {
         if let Some(p) = self.ports.get_mut(port as usize) {
             p.tx_pending = false;
             p.busy_until = p.busy_until.max(now);
+            p.counters.tx.done(status);
             self.wake_port(port);
             if status == TxStatus::ExcessiveCollisions {
                 self.counters.ctl("tx_excessive_collisions", 1);
@@ -596,12 +597,17 @@ impl Node for Router {
             name: p.cfg.name.clone(),
             rx_pkts: p.counters.rx_pkts,
             rx_bytes: p.counters.rx_bytes,
-            tx_pkts: p.counters.tx_pkts,
-            tx_bytes: p.counters.tx_bytes,
-            tx_wire_bytes: p.counters.tx_wire_bytes,
+            tx_pkts: p.counters.tx.pkts,
+            tx_bytes: p.counters.tx.bytes,
+            tx_wire_bytes: p.counters.tx.wire_bytes,
             scheduler: s.kind().to_string(),
             queued: s.len() as u64,
-            drops: s.stats().drop_counts().map(|(k, n)| (k.to_string(), n)).collect(),
+            drops: s
+                .stats()
+                .drop_counts()
+                .map(|(k, n)| (k.to_string(), n))
+                .chain(p.counters.tx.drop_entry())
+                .collect(),
             counters: s.counters(),
             rx_counters: [
                 ("not_for_us", p.counters.not_for_us),

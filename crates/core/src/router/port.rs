@@ -16,7 +16,7 @@ use std::net::Ipv4Addr;
 
 use super::neighbor::Neighbors;
 use super::tdp::TdpNode;
-use crate::node::Duplex;
+use crate::node::{Duplex, TxTally};
 use crate::packet::{Framing, Meta, Packet};
 use crate::sched::{Dropped, Scheduler};
 use crate::tdp::StampDecoder;
@@ -58,10 +58,9 @@ impl PortConfig {
 pub struct PortCounters {
     pub rx_pkts: u64,
     pub rx_bytes: u64,
-    pub tx_pkts: u64,
-    pub tx_bytes: u64,
-    /// Bytes of link time used, including FCS, preamble and IFG.
-    pub tx_wire_bytes: u64,
+    /// Frames sent, counted when they crossed, and those a half-duplex
+    /// NIC gave up on after 16 attempts ([`TxTally`]).
+    pub tx: TxTally,
     pub malformed: u64,
     pub not_for_us: u64,
     /// Of those, traffic frames (`meta.uid != 0`): copies a shared medium
@@ -237,9 +236,7 @@ impl Port {
             }
             start = now.min(self.busy_until.max(eligible)).max(now - catch_up);
         }
-        self.counters.tx_pkts += 1;
-        self.counters.tx_bytes += pkt.len() as u64;
-        self.counters.tx_wire_bytes += wire;
+        self.counters.tx.handed(self.cfg.duplex, pkt.len() as u64, wire);
         let tx_end = match self.cfg.duplex {
             Duplex::Full => {
                 self.busy_until = start + Duration::for_bytes(wire, self.cfg.rate_bps);

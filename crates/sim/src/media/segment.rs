@@ -179,11 +179,14 @@ pub enum SegOutput {
         at: Instant,
     },
     /// The station's NIC finished with its frame (sent after n collisions,
-    /// or gave up) at `at`; it takes a new frame from then on.
+    /// or gave up) at `at`; it takes a new frame from then on. `started`:
+    /// when the last attempt's first bit went out (for a frame sent, when
+    /// its real transmission began).
     TxDone {
         station: usize,
         status: TxStatus,
         at: Instant,
+        started: Instant,
     },
 }
 
@@ -906,6 +909,7 @@ impl Segment {
                     station: s,
                     status: TxStatus::ExcessiveCollisions,
                     at: now,
+                    started: start,
                 });
             } else {
                 let k = st.collisions.min(self.cfg.backoff_limit);
@@ -932,6 +936,7 @@ impl Segment {
                 station: s,
                 status: TxStatus::Sent { collisions },
                 at: now,
+                started: start,
             });
         }
         // The signal leaves its sender now and every other station later.

@@ -183,7 +183,9 @@ pub fn saturation_run(exp: &Saturation) -> Result<Row, String> {
         seg.handle_timeout(t);
         while let Some(out) = seg.poll_output() {
             match out {
-                SegOutput::TxDone { station, status, at } => {
+                SegOutput::TxDone {
+                    station, status, at, ..
+                } => {
                     if at > from && matches!(status, TxStatus::Sent { .. }) {
                         sent[station] += 1;
                     }
@@ -311,7 +313,10 @@ pub fn capture_races(
         }
         seg.handle_timeout(t);
         while let Some(o) = seg.poll_output() {
-            if let SegOutput::TxDone { station, at, status } = o {
+            if let SegOutput::TxDone {
+                station, at, status, ..
+            } = o
+            {
                 won_last[station] = matches!(status, TxStatus::Sent { .. });
                 uid += 1;
                 seg.handle_send(at, station, pkt(uid))

@@ -50,6 +50,7 @@ fn done_at(out: &[SegOutput], station: usize) -> Vec<(TxStatus, u64)> {
                 station: s,
                 status,
                 at,
+                ..
             } if *s == station => Some((*status, at.0)),
             _ => None,
         })
