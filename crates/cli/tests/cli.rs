@@ -530,6 +530,10 @@ fn lab_fault_flags_must_fall_within_the_run() {
         e.contains("--stall 1ms/10min: no stall fits in the 1s run"),
         "{e}"
     );
+    // The simulator's side of the flag refuses the same schedule (it ran
+    // without a stall before).
+    let e = refused(&["sim", sc, "--duration", "1s", "--stall", "1ms/10min"]);
+    assert!(e.contains("no stall fits in the 1s run"), "{e}");
 }
 
 /// `qosnet rether` and `qosnet node` flags out of range are refused by

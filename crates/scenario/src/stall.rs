@@ -58,12 +58,25 @@ impl StallSpec {
         (d - len) / every
     }
 
+    /// How many stalls a run of `duration` has; an error (for the caller
+    /// to prefix with the flag as given) when none fits (the flag would do nothing). One check for `qosnet
+    /// sim --stall`, `lab run --stall` and `reproduce --stall`.
+    pub fn fits(&self, duration: Duration) -> Result<u64, String> {
+        match self.windows(duration) {
+            0 => Err(format!(
+                "no stall fits in the {duration} run (the first starts at {} and lasts {}); give an EVERY shorter than the run, or a longer --duration",
+                self.every, self.len
+            )),
+            n => Ok(n),
+        }
+    }
+
     /// Stall every router of `sc` (every node the builder builds but hosts
     /// and segments: the nodes a single-process lab runs on its router
     /// thread) together, on this schedule, as one more stall fault.
-    /// Returns the stalled nodes' indices and the number of stalls; none
-    /// is added when no stall fits in the run, and a scenario without
-    /// routers is an error (the flag would do nothing).
+    /// Returns the stalled nodes' indices and the number of stalls; a
+    /// schedule with no stall inside the run ([`StallSpec::fits`]) and a
+    /// scenario without routers are errors (the flag would do nothing).
     pub fn apply(&self, sc: &mut Scenario) -> Result<(Vec<usize>, u64), String> {
         let nodes: Vec<usize> = (0..sc.nodes.len())
             .filter(|&i| !sc.nodes[i].is_host() && !sc.nodes[i].is_medium())
@@ -74,10 +87,9 @@ impl StallSpec {
                 self.len, self.every, sc.name
             ));
         }
-        let n = self.windows(sc.duration);
-        if n == 0 {
-            return Ok((nodes, 0));
-        }
+        let n = self
+            .fits(sc.duration)
+            .map_err(|e| format!("--stall {}/{}: {e}", self.len, self.every))?;
         // The same bound on the simulator's schedule as for stall faults
         // written in the scenario.
         let before: u64 = sc

@@ -359,14 +359,7 @@ impl Faults {
         }
         if let Some(s) = &a.stall {
             let spec = qosnet_live::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?;
-            if spec.windows(sc.duration) == 0 {
-                bail!(
-                    "--stall {s}: no stall fits in the {} run (the first starts at {} and lasts {}); give an EVERY shorter than the run, or a longer --duration",
-                    sc.duration,
-                    spec.every,
-                    spec.len
-                );
-            }
+            spec.fits(sc.duration).map_err(|e| anyhow!("--stall {s}: {e}"))?;
             f.stalls = Some(spec);
         }
         for k in &a.crash_holding_token {
