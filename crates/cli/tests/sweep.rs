@@ -353,3 +353,16 @@ fn threads_never_outnumber_runs() {
     let err = String::from_utf8_lossy(&o.get_output().stderr).into_owned();
     assert!(err.contains("2 runs (1 cells × 2 seeds) on 2 threads"), "{err}");
 }
+
+/// A file that is not TOML at all is neither a manifest nor a scenario:
+/// its own error, at its line, comes first (it said "no output
+/// directory" before).
+#[test]
+fn a_broken_file_is_named_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("broken.toml");
+    std::fs::write(&f, "scenario = \"x.toml\"\nseeds = [1, 2\n").unwrap();
+    let e = refusal(&["sweep", f.to_str().unwrap()]);
+    assert!(e.contains("broken.toml:"), "{e}");
+    assert!(!e.contains("output directory"), "{e}");
+}

@@ -74,6 +74,17 @@ fn manifest(a: &SweepArgs) -> Result<(Manifest, Option<PathBuf>)> {
             (Manifest::from_file(Path::new(f))?, Some(PathBuf::from(f)))
         }
         f => {
+            // Not TOML at all: neither a manifest nor a scenario. Say what
+            // is wrong with it, at its line, before anything else (the
+            // missing output directory was the first complaint).
+            if let Some(f) = f.as_deref().filter(|f| Path::new(f).is_file()) {
+                let text = std::fs::read_to_string(f).with_context(|| format!("reading {f}"))?;
+                if toml::from_str::<toml::Table>(&text).is_err() {
+                    if let Err(e) = qosnet_scenario::load_str(f, &text, &[]) {
+                        bail!("{e}");
+                    }
+                }
+            }
             let scenario = f
                 .clone()
                 .unwrap_or_else(|| qosnet_experiments::default_scenario().path.to_string());
