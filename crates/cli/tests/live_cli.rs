@@ -1,4 +1,4 @@
-//! The live subcommands end to end, as root (skipped with a message
+//! The live subcommands end to end, as root (ignored
 //! otherwise): `qosnet router --config` on the interfaces of a namespace
 //! lab forwards ping between two hosts, and `qosnet lab run` prints the
 //! per-flow table and removes its lab.
@@ -6,14 +6,13 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use qosnet_live::testkit::{repo, root, Guard, Kill};
+use qosnet_live::testkit::{repo, require_root, Guard, Kill};
 use qosnet_live::{lab, labrun, netns};
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn router_config_forwards_between_lab_hosts() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qnc{}", std::process::id());
     let _g = Guard(prefix.clone());
     let path = repo().join("scenarios/live/line.toml");
@@ -62,10 +61,9 @@ fn router_config_forwards_between_lab_hosts() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn lab_run_prints_the_flow_table_and_cleans_up() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qnd{}", std::process::id());
     let _g = Guard(prefix.clone());
     let dir = tempfile::tempdir().unwrap();
@@ -172,10 +170,9 @@ fn node_processes(prefix: &str) -> Vec<(u32, String)> {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn one_process_per_node_survives_kill_of_one() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qnk{}", std::process::id());
     let _g = Guard(prefix.clone());
     let dir = tempfile::tempdir().unwrap();
@@ -243,10 +240,9 @@ fn one_process_per_node_survives_kill_of_one() {
 /// loopback while the lab runs, in both exposition formats, and checked by
 /// promtool where it is installed.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn lab_up_serves_prometheus_metrics() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qnm{}", std::process::id());
     let _g = Guard(prefix.clone());
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("qosnet"))
@@ -388,10 +384,9 @@ fn in_ns(ns: &str, cmd: &[&str]) -> (bool, String, String) {
 /// token visiting every station, the RT session admitted and carrying its
 /// units); timing figures are printed, not asserted.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_segment_carries_ping_and_tcp_live() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qr{}", std::process::id());
     let _g = Guard(prefix.clone());
     let path = repo().join("scenarios/rether/live.toml");
@@ -505,6 +500,10 @@ fn rether_segment_carries_ping_and_tcp_live() {
         assert_eq!(created, 1, "tokens created");
         assert_eq!(c("s1", "admission_accepts"), 1, "RT session admitted");
     } else {
+        qosnet_live::testkit::relaxed(
+            "one token and one admission",
+            &format!("a station was {worst} ns late"),
+        );
         eprintln!(
             "NOTE: one token and one admission not checked: a station was {worst} ns late ({created} tokens created)"
         );
@@ -527,10 +526,9 @@ fn rether_segment_carries_ping_and_tcp_live() {
 /// regenerates it — and the session must keep its reservation: never
 /// revoked, its RT visits going on for the rest of the run.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_survives_kill_of_a_station_live() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qrk{}", std::process::id());
     let _g = Guard(prefix.clone());
     let path = repo().join("scenarios/rether/live.toml");
@@ -584,6 +582,10 @@ fn rether_survives_kill_of_a_station_live() {
     if worst < 50_000_000 {
         assert_eq!(session["revoked"], 0, "the RT session lost its reservation");
     } else {
+        qosnet_live::testkit::relaxed(
+            "the reservation's survival",
+            &format!("a station was {worst} ns late"),
+        );
         eprintln!("NOTE: the reservation's survival not checked: a station was {worst} ns late");
     }
     assert!(session.get("admitted_at_ns").is_some());

@@ -1,5 +1,5 @@
-//! `qosnet rether` on a live RETHER lab (issue 8), as root (skipped with
-//! a message otherwise): a session opened from the command line is
+//! `qosnet rether` on a live RETHER lab (issue 8), as root (ignored
+//! otherwise): a session opened from the command line is
 //! admitted, carries a stream in order while iperf3 loads the NRT side,
 //! gets its reservation in every cycle the machine did not stall, and
 //! leaves the RT set when closed; and a station process that crashes
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use qosnet_live::netns;
 use qosnet_live::rethctl::{self, Client, Request};
-use qosnet_live::testkit::{repo, root, Guard, Kill, Reap};
+use qosnet_live::testkit::{repo, require_root, Guard, Kill, Reap};
 use serde_json::Value;
 
 fn qosnet() -> Command {
@@ -80,10 +80,9 @@ fn stop_lab(mut child: Child, prefix: &str) {
 
 /// Issue 8's session tool end to end (see the module docs).
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_tool_session_holds_its_reservation_under_nrt_load_live() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qrt{}a", std::process::id());
     let _g = Guard(prefix.clone());
     let child = lab_up(&prefix);
@@ -163,7 +162,7 @@ fn rether_tool_session_holds_its_reservation_under_nrt_load_live() {
 
     // NRT load: iperf3 TCP s2 -> s1 for the whole stream.
     let ns = |n: &str| format!("{prefix}-{n}");
-    let have_iperf = Command::new("iperf3").arg("--version").output().is_ok();
+    let have_iperf = qosnet_live::testkit::tool("iperf3");
     let mut server = None;
     let client = if have_iperf {
         let s = Command::new("ip")
@@ -346,6 +345,10 @@ fn rether_tool_session_holds_its_reservation_under_nrt_load_live() {
     if regen == 0 {
         assert_eq!(missed, 0, "the session missed cycles with one token throughout");
     } else {
+        qosnet_live::testkit::relaxed(
+            "cycles without a visit",
+            &format!("the token was regenerated {regen} time(s)"),
+        );
         eprintln!("NOTE: the token was regenerated {regen} time(s); cycles without a visit not asserted");
     }
     // An idle visit means the pusher (the test's processes, 16 units
@@ -410,10 +413,9 @@ fn rether_tool_session_holds_its_reservation_under_nrt_load_live() {
 /// the next moment it holds the token, armed through its control socket
 /// while s1's session holds the segment in RETHER mode and s2 pings s1.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_crash_of_the_token_holder_live() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qrt{}b", std::process::id());
     let _g = Guard(prefix.clone());
     let child = lab_up(&prefix);
@@ -564,6 +566,10 @@ fn rether_crash_of_the_token_holder_live() {
     }
     if outage_ms > bound_ms {
         let lat = ctr(&survivors[0], "token_retransmits");
+        qosnet_live::testkit::relaxed(
+            "the ping outage bound (4x it checked)",
+            &format!("outage {outage_ms:.0} ms above {bound_ms:.1} ms, {lat} retransmits at s1"),
+        );
         eprintln!(
             "NOTE: ping outage {outage_ms:.0} ms above the bound {bound_ms:.1} ms; ping's own timing and the stations' stalls on this loaded machine count in it ({lat} retransmits at s1)"
         );
@@ -676,9 +682,7 @@ fn longest_gap(visits: &[Value], range: std::ops::Range<u64>) -> u64 {
 /// RT visits stop at most one TRT plus `lost_frame_recovery_bound` plus
 /// the stalls this run measured.
 fn token_frame_fault_live(tag: &str, kind: rethctl::WireFault) {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qrt{}{tag}", std::process::id());
     let _g = Guard(prefix.clone());
     let child = lab_up(&prefix);
@@ -763,6 +767,10 @@ fn token_frame_fault_live(tag: &str, kind: rethctl::WireFault) {
     if stall < margin {
         assert_eq!((dead, regen), (0, 0), "a lost frame cost a node or a token");
     } else if (dead, regen) != (0, 0) {
+        qosnet_live::testkit::relaxed(
+            "no node declared dead and no regeneration",
+            &format!("a measured stall of {:.0} ms", stall as f64 / 1e6),
+        );
         eprintln!(
             "NOTE: {dead} declared dead, {regen} regenerations after a measured stall of {:.0} ms",
             stall as f64 / 1e6
@@ -788,6 +796,14 @@ fn token_frame_fault_live(tag: &str, kind: rethctl::WireFault) {
     );
     assert!(rx >= 20, "the session stopped receiving: {rx} units");
     if post > limit {
+        qosnet_live::testkit::relaxed(
+            "the RT-visit gap limit (4x it checked)",
+            &format!(
+                "gap {:.1} ms above {:.1} ms",
+                post as f64 / 1e6,
+                limit as f64 / 1e6
+            ),
+        );
         eprintln!(
             "NOTE: RT-visit gap above the limit: a stall of a station process this test's thread did not see"
         );
@@ -798,11 +814,13 @@ fn token_frame_fault_live(tag: &str, kind: rethctl::WireFault) {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_lost_token_frame_live() {
     token_frame_fault_live("c", rethctl::WireFault::LoseSentToken);
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_corrupted_token_frame_live() {
     token_frame_fault_live("d", rethctl::WireFault::CorruptSentToken);
 }
@@ -815,10 +833,9 @@ fn rether_corrupted_token_frame_live() {
 /// holder, gets NRT turns and opens a session of its own to s1 — all on
 /// one token, s1's reservation kept and its stream received throughout.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_node_join_during_a_cycle_live() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qrt{}e", std::process::id());
     let _g = Guard(prefix.clone());
     let child = lab_up(&prefix);
@@ -960,10 +977,9 @@ fn rether_node_join_during_a_cycle_live() {
 /// station on it; and when both switch messages went out (one initiator
 /// yielded), that s1's switch completed. It stops at the first such race.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn rether_simultaneous_initiators_live() {
-    if !root() {
-        return;
-    }
+    require_root();
     let prefix = format!("qrt{}f", std::process::id());
     let _g = Guard(prefix.clone());
     let child = lab_up(&prefix);

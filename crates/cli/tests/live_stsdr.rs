@@ -1,5 +1,5 @@
-//! The STSDR (seed 003, Khan, Sahoo & Manjunath) live, as root (skipped
-//! with a message otherwise): `scenarios/stsdr/live.toml` with every load
+//! The STSDR (seed 003, Khan, Sahoo & Manjunath) live, as root (ignored
+//! otherwise): `scenarios/stsdr/live.toml` with every load
 //! balancer, forwarder and the T-switch its own `qosnet node` process in
 //! its own namespace, DS frames as raw Ethernet over AF_PACKET, the
 //! scenario's flows from the generators' kernels to sinks behind the
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use qosnet_core::time::Duration;
 use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
 use qosnet_live::netns;
-use qosnet_live::testkit::{repo, root, Guard};
+use qosnet_live::testkit::{repo, require_root, Guard};
 use qosnet_scenario::results::Results;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -88,6 +88,10 @@ fn punctual(r: &Results) -> bool {
     if worst < 100_000_000 {
         return true;
     }
+    qosnet_live::testkit::relaxed(
+        "end state (live forwarders, master)",
+        &format!("a node process was {worst} ns late"),
+    );
     eprintln!("NOTE: end state (live forwarders, master) not checked: a node process was {worst} ns late");
     false
 }
@@ -132,6 +136,10 @@ fn kill_delivery(r: &Results, frac: f64, total: f64, downs: u64) {
         );
         return;
     }
+    qosnet_live::testkit::relaxed(
+        &format!("every flow >= {:.0} % after the kill", 100.0 * frac),
+        &format!("{spurious} spurious down declarations, node timers late by up to {worst} ns"),
+    );
     eprintln!(
         "NOTE: every flow >= {:.0} % after the kill not checked: {spurious} more forwarder(s) declared down than the kill explains, node timers late by up to {worst} ns",
         100.0 * frac
@@ -156,10 +164,9 @@ fn every_flow_delivered(r: &Results, frac: f64) {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn stsdr_lds_live_delivers_and_runs_ds_cycles() {
-    if !root() {
-        return;
-    }
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run_live("a", &[]);
     print_flows(&r);
@@ -177,6 +184,10 @@ fn stsdr_lds_live_delivers_and_runs_ds_cycles() {
             "received {recv} of {sent} although no node process was late by 100 ms"
         );
     } else {
+        qosnet_live::testkit::relaxed(
+            "the overall delivery bound",
+            &format!("a node process was {worst} ns late"),
+        );
         eprintln!("NOTE: overall delivery {recv}/{sent} not bounded: a node process was {worst} ns late");
     }
     // The balancers spread flows over all three forwarders and hear
@@ -231,10 +242,9 @@ fn stsdr_lds_live_delivers_and_runs_ds_cycles() {
 /// flows it carried lose at most the detection time (balancer_timeout
 /// 300 ms) of the 2.5 s window; without re-hashing they would lose 40 %.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn stsdr_live_forwarder_kill_rehashes() {
-    if !root() {
-        return;
-    }
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run_live("b", &[("fe3", Duration::from_millis(1500))]);
     print_flows(&r);
@@ -266,10 +276,9 @@ fn stsdr_live_forwarder_kill_rehashes() {
 /// follows it, the balancers re-hash fe1's flows, and every flow keeps
 /// being delivered.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn stsdr_live_master_kill_elects() {
-    if !root() {
-        return;
-    }
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run_live("c", &[("fe1", Duration::from_millis(1500))]);
     print_flows(&r);

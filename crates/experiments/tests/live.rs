@@ -1,6 +1,6 @@
 //! Live tests of the experiments: their measurements through qosnet
 //! routers in network-namespace labs. They need root (namespaces, veth,
-//! AF_PACKET) and skip with a message otherwise; a missing external judge
+//! AF_PACKET): ignored otherwise; a missing external judge
 //! (ping) skips its part with a message. Every lab gets its own prefix and
 //! is removed on the way out, also when the test fails (a [`Guard`]), and
 //! the test checks nothing is left.
@@ -12,28 +12,11 @@ use qosnet_core::time::Duration;
 use qosnet_experiments::degeb::lab::{self, T1Options, T4Options};
 use qosnet_experiments::report::lateness_text;
 use qosnet_live::labrun::LiveOptions;
-use qosnet_live::labtools::have;
-use qosnet_live::netns;
-use qosnet_live::testkit::{leftovers, Guard};
+use qosnet_live::testkit::{leftovers, missing, require_root, tool, Guard};
 
 fn prefix() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     format!("qnx{}x{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-macro_rules! require_root {
-    () => {
-        if !netns::is_root() {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {}:{}: needs root (network namespaces, veth, AF_PACKET)",
-                file!(),
-                line!()
-            );
-            return;
-        }
-    };
 }
 
 fn opts(prefix: &str) -> LiveOptions {
@@ -64,8 +47,9 @@ fn degeb(name: &str, sets: &[&str]) -> qosnet_scenario::Scenario {
 /// pings through 3 routers while 120 Mb/s of best effort congests the
 /// backbone: EF's mean RTT is well below BE's (an order of magnitude).
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn degeb_diffserv_live() {
-    require_root!();
+    require_root();
     let stop = Arc::new(AtomicBool::new(false));
     let p = prefix();
     let _g = Guard(p.clone());
@@ -74,6 +58,7 @@ fn degeb_diffserv_live() {
         ..T1Options::default()
     };
     if !o.iperf3 {
+        missing("`iperf3` not installed (.ci/run installs it)");
         eprintln!("NOTE: iperf3 not installed; T1 runs on qosnet's own generator and sink");
     }
     let t1 = lab::t1_lab(
@@ -108,6 +93,10 @@ fn degeb_diffserv_live() {
     let quiet = l.p999_ns < 100_000 && l.max_ns < 2_000_000;
     let low = if quiet { 0.9 } else { 0.5 };
     if !quiet {
+        qosnet_live::testkit::relaxed(
+            "throughput within 10 % from below (50 % checked)",
+            &format!("router lateness p99.9 {} ns, max {} ns", l.p999_ns, l.max_ns),
+        );
         println!("NOTE: router stalled (lateness above); lower bound relaxed to {low}x shaped");
     }
     for (x, shaped) in [(af11, 76e6), (ef, 10e6)] {
@@ -120,6 +109,14 @@ fn degeb_diffserv_live() {
             f64::INFINITY
         };
         if offered < shaped {
+            qosnet_live::testkit::relaxed(
+                "throughput against the shaped rate (against the offered checked)",
+                &format!(
+                    "the sender offered {:.1} Mb/s of {:.0}",
+                    offered / 1e6,
+                    shaped / 1e6
+                ),
+            );
             println!(
                 "NOTE: the sender offered {:.1} Mb/s, below the shaped {:.0}: lower bound on that",
                 offered / 1e6,
@@ -139,8 +136,7 @@ fn degeb_diffserv_live() {
     assert!(af11.in_received > 0 && af11.tos_out_packets > 1000);
     assert_eq!(keys(&ef.tos_out), vec![0xb8], "{ef:?}");
 
-    if !have("ping") {
-        eprintln!("SKIPPED {}:{}: T4 needs `ping` (iputils)", file!(), line!());
+    if !tool("ping") {
         return;
     }
     let p = prefix();
@@ -175,6 +171,10 @@ fn degeb_diffserv_live() {
             be.avg_ms
         );
     } else {
+        qosnet_live::testkit::relaxed(
+            "EF mean RTT 10x below BE's (below checked)",
+            &format!("the router was {late} ns late"),
+        );
         eprintln!(
             "NOTE: the router was {late} ns late: EF's mean RTT only checked below BE's, not 10× below"
         );

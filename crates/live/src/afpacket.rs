@@ -725,18 +725,21 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn frames_cross_a_veth_pair_with_send() {
         require_root!();
         one_way(TxMode::Send);
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn frames_cross_a_veth_pair_with_tx_ring() {
         require_root!();
         one_way(TxMode::Ring);
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn garbage_is_counted_not_fatal() {
         use rand::{Rng, SeedableRng};
         require_root!();
@@ -794,6 +797,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn host_frames_arrive_with_finished_checksums() {
         use qosnet_core::wire::{self, IPPROTO_UDP};
         require_root!();
@@ -842,6 +846,7 @@ mod tests {
     /// peer fails); once the socket is closed the link and its program are
     /// gone and the same ping is answered.
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn stack_drop_hides_frames_from_the_kernel_only_while_open() {
         require_root!();
         let prefix = test_prefix();
@@ -888,10 +893,10 @@ mod tests {
     /// Throughput of one veth pair: one thread sends 64-byte frames as fast
     /// as it can for a second, another receives. Prints pps for both
     /// transmit modes. `cargo test --release -p qosnet-live -- --ignored
-    /// throughput --nocapture`.
+    /// manual_throughput --nocapture`.
     #[test]
-    #[ignore = "benchmark; run explicitly with --ignored --nocapture"]
-    fn throughput() {
+    #[ignore = "benchmark (needs root); run explicitly with --ignored --nocapture"]
+    fn manual_throughput() {
         require_root!();
         let runs = [
             (TxMode::Send, 1),

@@ -376,6 +376,10 @@ mod tests {
             if s.count >= 25 {
                 assert!(s.p50_ns < 50_000, "{clock:?}: {s} ({contended} waits contended)");
             } else {
+                crate::testkit::relaxed(
+                    "lateness",
+                    &format!("{contended} of 50 waits kept off the CPU by other processes"),
+                );
                 eprintln!(
                     "NOTE: {contended} of 50 waits kept off the CPU by other processes: lateness not checked"
                 );

@@ -902,6 +902,10 @@ mod tests {
         if rep.lateness.max_ns < 500_000 {
             assert!(span >= 15_000_000, "span {span} ns ({:?})", rep.lateness);
         } else {
+            crate::testkit::relaxed(
+                "pacing",
+                &format!("the driver was {} ns late", rep.lateness.max_ns),
+            );
             eprintln!(
                 "NOTE: pacing not checked: the driver was {} ns late",
                 rep.lateness.max_ns

@@ -1276,6 +1276,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn kernel_router_lab_forwards_udp_and_goes_away() {
         require_root!();
         let prefix = test_prefix();
@@ -1340,6 +1341,7 @@ mod tests {
     /// its destination once the bridge has learned, broadcasts (ARP) reach
     /// everyone.
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn bridge_joins_its_ports() {
         require_root!();
         let prefix = test_prefix();
@@ -1379,6 +1381,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn userspace_router_has_no_kernel_addresses() {
         require_root!();
         let prefix = test_prefix();
@@ -1396,6 +1399,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn failed_up_leaves_nothing_and_existing_names_are_refused() {
         require_root!();
         let prefix = test_prefix();
@@ -1422,6 +1426,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn cleanup_matches_prefix_exactly_and_ends_processes() {
         require_root!();
         let prefix = test_prefix();
@@ -1457,6 +1462,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn detach_then_attach_then_down() {
         require_root!();
         let prefix = test_prefix();
@@ -1481,6 +1487,7 @@ mod tests {
     /// with the MTU lowered by 50 bytes, a UDP datagram crosses it, and
     /// each part's teardown leaves the machines as they were.
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn a_link_across_machines_is_a_vxlan_tunnel() {
         require_root!();
         let prefix = test_prefix();
@@ -1584,7 +1591,7 @@ mod tests {
     /// Helper run as a child process by `signal_removes_labs`.
     #[test]
     #[ignore = "helper for signal_removes_labs; runs in a child process"]
-    fn signal_child() {
+    fn manual_signal_child() {
         let Ok(prefix) = std::env::var("QOSNET_SIGNAL_CHILD") else {
             return;
         };
@@ -1597,12 +1604,18 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn signal_removes_labs() {
         use std::io::{BufRead, BufReader};
         require_root!();
         let prefix = test_prefix();
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "lab::tests::signal_child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "lab::tests::manual_signal_child",
+                "--ignored",
+                "--nocapture",
+            ])
             .env("QOSNET_SIGNAL_CHILD", &prefix)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -9,21 +9,11 @@ pub fn test_prefix() -> String {
     format!("qnt{}n{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Return early, saying why, when the test cannot create namespaces.
+/// Fails the test unless root ([`crate::testkit::require_root`]); the
+/// test is also `#[ignore = "needs root: ..."]`.
 macro_rules! require_root {
     () => {
-        if !$crate::netns::is_root() {
-            // Straight to the stderr handle: libtest captures eprintln! of
-            // passing tests, and a skip must be visible.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {}:{}: needs root (network namespaces, veth, AF_PACKET)",
-                module_path!(),
-                line!()
-            );
-            return;
-        }
+        $crate::testkit::require_root()
     };
 }
 pub(crate) use require_root;

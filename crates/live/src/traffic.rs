@@ -821,6 +821,7 @@ mod tests {
                 g[0].lateness
             );
         } else {
+            crate::testkit::relaxed("pacing", &format!("the generator waited {wait} ns for a CPU"));
             eprintln!("NOTE: pacing not checked: the generator waited {wait} ns for a CPU");
         }
         if g[0].lateness.max_ns < 40_000_000 {
@@ -831,6 +832,7 @@ mod tests {
                 g[0].lateness
             );
         } else {
+            crate::testkit::relaxed("rate", &format!("a send was {} ns late", g[0].lateness.max_ns));
             eprintln!(
                 "NOTE: rate not checked: a send was {} ns late",
                 g[0].lateness.max_ns
@@ -966,6 +968,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn flows_cross_a_kernel_router_lab() {
         use crate::lab::{Lab, LabSpec, NodeKind};
         use crate::testutil::{require_root, test_prefix};

@@ -1469,6 +1469,7 @@ mod tests {
     /// for on veth falls back with a reason; no XDP program is left on
     /// either interface afterwards.
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn frames_cross_a_veth_pair_and_nothing_is_left_attached() {
         require_root!();
         require_af_xdp!();
@@ -1558,6 +1559,7 @@ mod tests {
     /// error, the holder's program is not touched, and once the holder is
     /// gone the interface is free again.
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn a_second_socket_on_a_busy_interface_fails_cleanly() {
         require_root!();
         require_af_xdp!();
@@ -1622,6 +1624,7 @@ mod tests {
     /// it outlives its loader) is found at open, removed with a note, and
     /// the port works; nothing is left afterwards.
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn a_leftover_netlink_program_is_removed_at_open() {
         require_root!();
         require_af_xdp!();
@@ -1701,6 +1704,7 @@ mod tests {
     /// socket takes everything else: a ping from the peer resolves the
     /// address (the kernel replied) and its echo request reaches the socket.
     #[test]
+    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn pass_arp_leaves_arp_to_the_kernel() {
         require_root!();
         require_af_xdp!();

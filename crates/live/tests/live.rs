@@ -1,7 +1,8 @@
 //! Live tests: qosnet routers forwarding real frames between network
-//! namespaces. They need root (namespaces, veth, AF_PACKET) and skip with a
-//! message otherwise; external judges (ping, iperf3, irtt) skip with a
-//! message when their binaries are missing (`.ci/run` installs them).
+//! namespaces. They need root (namespaces, veth, AF_PACKET): ignored
+//! otherwise (`scripts/test` includes them as root); external judges (ping,
+//! iperf3, irtt) skip with a message when their binaries are missing, and
+//! fail under CI (`.ci/run` installs them).
 //!
 //! Every test builds its own lab under a unique prefix (`qnl{pid}x{k}`),
 //! talks only to addresses inside it, removes it on the way out — also when
@@ -20,7 +21,7 @@ use qosnet_core::wire;
 use qosnet_live::afpacket::{AfPacket, AfPacketConfig};
 use qosnet_live::device::{wait_readable, Device};
 use qosnet_live::labrun::{self, LiveLab, LiveOptions};
-use qosnet_live::testkit::{have, leftovers, Guard};
+use qosnet_live::testkit::{leftovers, require_root, tool, Guard};
 use qosnet_live::{clock, netns};
 use qosnet_scenario::load_str;
 
@@ -31,32 +32,10 @@ fn prefix() -> String {
     format!("qnl{}x{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-macro_rules! require_root {
-    () => {
-        if !netns::is_root() {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {}:{}: needs root (network namespaces, veth, AF_PACKET)",
-                file!(),
-                line!()
-            );
-            return;
-        }
-    };
-}
-
+/// Return early when a tool is missing ([`tool`]: CI fails instead).
 macro_rules! require_bin {
     ($b:expr) => {
-        if !have($b) {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {}:{}: `{}` not installed (.ci/run installs it with apt-get)",
-                file!(),
-                line!(),
-                $b
-            );
+        if !tool($b) {
             return;
         }
     };
@@ -113,8 +92,9 @@ fn h(s: &str) -> Ipv4Addr {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn ping_through_a_qosnet_router_and_to_it() {
-    require_root!();
+    require_root();
     require_bin!("ping");
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
@@ -184,8 +164,9 @@ fn ping_through_a_qosnet_router_and_to_it() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn scenario_flows_arrive_complete() {
-    require_root!();
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
@@ -202,6 +183,10 @@ fn scenario_flows_arrive_complete() {
     // overflow and delays grow with the machine, not with qosnet. Then
     // only the accounting is checked.
     if denied >= 100_000_000 {
+        qosnet_live::testkit::relaxed(
+            "completeness and delay",
+            &format!("threads denied the CPU for {} ms", denied / 1_000_000),
+        );
         eprintln!(
             "SKIPPED {}:{}: completeness and delay checks: threads denied the CPU for {} ms",
             file!(),
@@ -229,6 +214,10 @@ fn scenario_flows_arrive_complete() {
             "{a:?} (generator {gen_late} ns late)"
         );
     } else {
+        qosnet_live::testkit::relaxed(
+            "flow a sent 1790-1810",
+            &format!("its generator was {} ms late", gen_late / 1_000_000),
+        );
         eprintln!(
             "NOTE {}:{}: flow a's generator was {} ms late: sent {} (1790-1810 not required)",
             file!(),
@@ -324,8 +313,9 @@ rate = "1000pps"
 "#;
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn switched_lan_with_vlans_and_a_segment() {
-    require_root!();
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
@@ -348,6 +338,10 @@ fn switched_lan_with_vlans_and_a_segment() {
         if late < 20_000_000 {
             assert!(f.sent > 400, "{f:?}");
         } else {
+            qosnet_live::testkit::relaxed(
+                &format!("flow {name} sent > 400"),
+                &format!("its generator was {} ms late at p99", late / 1_000_000),
+            );
             eprintln!(
                 "NOTE {}:{}: flow {name}'s generator was {} ms late at p99: sent {} (400 not required)",
                 file!(),
@@ -482,8 +476,9 @@ fn cpu_pressure_us() -> u64 {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn tdp_stamps_alternate_on_the_wire() {
-    require_root!();
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
@@ -544,6 +539,10 @@ fn tdp_stamps_alternate_on_the_wire() {
     // mechanism works at all) when the capture was starved of CPU.
     let (share, count) = if quiet { (0.95, 1000) } else { (0.5, 100) };
     if !quiet {
+        qosnet_live::testkit::relaxed(
+            "TF-exact shares and counts",
+            &format!("threads denied the CPU for {} us in 700 ms", denied / 1000),
+        );
         eprintln!(
             "NOTE {}:{}: threads denied the CPU for {} us in 700 ms: TF-exact figures relaxed",
             file!(),
@@ -556,6 +555,13 @@ fn tdp_stamps_alternate_on_the_wire() {
     let data = tdp.len() - padding;
     let codes: std::collections::BTreeSet<u8> = tdp.iter().map(|f| f.1).collect();
     if starved {
+        qosnet_live::testkit::relaxed(
+            "TF-exact checks",
+            &format!(
+                "threads denied the CPU for {} ms of the 700 ms capture",
+                denied / 1_000_000
+            ),
+        );
         eprintln!(
             "SKIPPED {}:{}: TF-exact checks: threads denied the CPU for {} ms of the 700 ms capture",
             file!(),
@@ -607,9 +613,10 @@ fn tdp_stamps_alternate_on_the_wire() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn garbage_at_a_router_port_is_counted_and_forwarding_carries_on() {
     use rand::{Rng, SeedableRng};
-    require_root!();
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
@@ -683,7 +690,7 @@ fn garbage_at_a_router_port_is_counted_and_forwarding_carries_on() {
 /// routers running, then panics.
 #[test]
 #[ignore = "helper; run as a child process"]
-fn panicking_child() {
+fn manual_panicking_child() {
     let Ok(p) = std::env::var("QOSNET_LIVE_CHILD") else {
         return;
     };
@@ -702,13 +709,14 @@ fn panicking_child() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn a_failing_test_leaves_nothing_behind() {
-    require_root!();
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
     let _g = Guard(p.clone());
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "panicking_child", "--ignored", "--nocapture"])
+        .args(["--exact", "manual_panicking_child", "--ignored", "--nocapture"])
         .env("QOSNET_LIVE_CHILD", &p)
         .output()
         .unwrap();
@@ -774,8 +782,9 @@ fn testbed_with(name: &str, duration: &str, more: &[&str]) -> qosnet_scenario::S
 /// shared VM"); the test then says so on stderr. Printed either way: both
 /// jitters, losses, and the lateness and timer noise beside them.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn tdp_testbed_live_fifo_and_tdp() {
-    require_root!();
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut res = Vec::new();
     for name in ["fifo-1002", "tdp-1002"] {
@@ -855,6 +864,10 @@ fn tdp_testbed_live_fifo_and_tdp() {
                 "FIFO lost packets: {f:?} (router and senders at most {fifo_worst} ns late)"
             );
         } else if f.lost > 0 {
+            qosnet_live::testkit::relaxed(
+                &format!("FIFO loss of {}", f.name),
+                &format!("{} lost; router thread or senders {fifo_worst} ns late", f.lost),
+            );
             eprintln!(
                 "NOTE {}:{}: FIFO lost {} packets of {}, not checked: its router thread or its senders were {fifo_worst} ns late",
                 file!(),
@@ -877,6 +890,13 @@ fn tdp_testbed_live_fifo_and_tdp() {
                 "TDP delivered too little: {t:?}"
             );
         } else if (t.received as f64) < 0.5 * t.sent as f64 {
+            qosnet_live::testkit::relaxed(
+                &format!("TDP delivery of {}", t.name),
+                &format!(
+                    "{} of {} delivered; router p99.9 lateness {router_p999} ns",
+                    t.received, t.sent
+                ),
+            );
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
@@ -908,6 +928,10 @@ fn tdp_testbed_live_fifo_and_tdp() {
     // 82 us: the generators were the late ones).
     let senders = generators_late_max(tdp);
     if worst >= 250_000 || stall >= 250_000 || senders >= 250_000 {
+        qosnet_live::testkit::relaxed(
+            "TDP zero loss and jitter below FIFO",
+            &format!("router {worst} ns late, machine stalled {stall} ns, senders {senders} ns late"),
+        );
         use std::io::Write as _;
         let _ = writeln!(
             std::io::stderr(),
@@ -993,8 +1017,9 @@ fn line_lab(p: &str) -> LiveLab {
 /// qosnet router: at 20 Mb/s of 1000-byte datagrams, iperf3's receiver and
 /// qosnet's sink agree on throughput within 5 % and both see < 1 % loss.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn iperf3_agrees_with_qosnet_sink() {
-    require_root!();
+    require_root();
     require_bin!("iperf3");
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
@@ -1037,6 +1062,10 @@ fn iperf3_agrees_with_qosnet_sink() {
     // senders lost hundreds of ms).
     let busy_us = cpu_pressure_us().saturating_sub(psi0);
     if busy_us >= 200_000 {
+        qosnet_live::testkit::relaxed(
+            "agreement and loss",
+            &format!("tasks waited {} ms for a CPU", busy_us / 1000),
+        );
         eprintln!(
             "SKIPPED {}:{}: agreement and loss checks: tasks waited {} ms for a CPU during the runs",
             file!(),
@@ -1066,8 +1095,9 @@ fn iperf3_agrees_with_qosnet_sink() {
 /// wake-up after qosnet's kernel stamps), and irtt's mean IPDV stays below
 /// qosnet's max − min jitter.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn irtt_agrees_with_qosnet_sink() {
-    require_root!();
+    require_root();
     require_bin!("irtt");
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let p = prefix();
@@ -1151,6 +1181,10 @@ fn irtt_agrees_with_qosnet_sink() {
             "IPDV {i_ipdv} vs jitter {q_jit} (CPU pressure {busy_us} us)"
         );
     } else {
+        qosnet_live::testkit::relaxed(
+            "irtt and qosnet medians and jitters",
+            &format!("tasks waited {busy_us} us for a CPU"),
+        );
         eprintln!(
             "NOTE: tasks waited {busy_us} us for a CPU during the runs: irtt and qosnet medians and jitters not compared"
         );
@@ -1177,8 +1211,9 @@ fn irtt_agrees_with_qosnet_sink() {
 /// FIFO's. This shared VM stalls for milliseconds often enough that those
 /// are reported (stderr says why) rather than required.
 #[test]
+#[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn tdp_testbed_live_tester() {
-    require_root!();
+    require_root();
     let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     static K: AtomicU32 = AtomicU32::new(0);
     let mut res = Vec::new();
@@ -1252,6 +1287,10 @@ fn tdp_testbed_live_tester() {
         .unwrap_or(u64::MAX);
     }
     if worst >= 250_000 {
+        qosnet_live::testkit::relaxed(
+            "FIFO zero loss, TDP loss <= 0.1 % and TDP spreads below FIFO's",
+            &format!("a stall of {worst} ns"),
+        );
         use std::io::Write as _;
         let _ = writeln!(
             std::io::stderr(),

@@ -481,10 +481,10 @@ mod tests {
 
     /// The full Table I (10⁶ rounds, M = N = K = 3), fixed and IMIX sizes,
     /// printed beside the paper's bound. Slow in debug builds:
-    /// `cargo test -p qosnet-core --release --lib stsdr::fairness::tests::table1_full -- --ignored --nocapture`.
+    /// `cargo test -p qosnet-core --release --lib stsdr::fairness::tests::manual_table1_full -- --ignored --nocapture`.
     #[test]
-    #[ignore]
-    fn table1_full() {
+    #[ignore = "slow; run explicitly with --ignored --nocapture"]
+    fn manual_table1_full() {
         let mut imix = vec![40; 7];
         imix.extend([576; 4]);
         imix.push(1500);
