@@ -170,21 +170,11 @@ impl RunDir {
     /// [`RunDir::create`] in `parent` (which must be private, or the
     /// sticky temporary directory).
     pub fn create_in(parent: &Path, tag: &str) -> Result<RunDir, RunDirError> {
-        let clean: String = tag
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
         // tempfile makes the directory with one mkdir of a random name
         // (retried on a clash), mode 0700: never an existing one.
         let t = tempfile::Builder::new()
-            .prefix(&format!("qosnet-{clean}-"))
-            .rand_bytes(8)
+            .prefix(&dir_prefix(tag))
+            .rand_bytes(RAND_LEN)
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(parent)
             .map_err(io_err(parent))?;
@@ -313,29 +303,54 @@ pub fn check_socket(path: &Path) -> Result<(), RunDirError> {
     Ok(())
 }
 
-/// The run directories named `qosnet-TAG-*` that this user may trust,
-/// in the places [`RunDir::create`] makes them; and, for error messages,
-/// those refused with why.
+/// Random characters after a run directory's prefix.
+const RAND_LEN: usize = 8;
+
+/// `qosnet-TAG-`, with anything but letters, digits, `-` and `_` in
+/// `tag` replaced by `_`: the start of a run directory's name.
+fn dir_prefix(tag: &str) -> String {
+    let clean: String = tag
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("qosnet-{clean}-")
+}
+
+/// The run directories of `tag` that this user may trust, where
+/// [`RunDir::create`] makes them; and, for error messages, those refused
+/// with why.
 pub fn find(tag: &str) -> (Vec<PathBuf>, Vec<RunDirError>) {
-    let want = format!("qosnet-{tag}-");
-    let mut places = Vec::new();
     match base() {
-        Ok(Some(b)) => places.push(b),
-        Ok(None) => places.push(std::env::temp_dir()),
-        Err(e) => return (Vec::new(), vec![e]),
+        Ok(b) => find_in(&b.unwrap_or_else(std::env::temp_dir), tag),
+        Err(e) => (Vec::new(), vec![e]),
     }
+}
+
+/// [`find`] in `parent`: exactly `qosnet-TAG-` and the random part, so
+/// that lab `a` never takes lab `a-b`'s directories for its own.
+fn find_in(parent: &Path, tag: &str) -> (Vec<PathBuf>, Vec<RunDirError>) {
+    let want = dir_prefix(tag);
     let (mut ok, mut refused) = (Vec::new(), Vec::new());
-    for p in places {
-        let Ok(rd) = std::fs::read_dir(&p) else { continue };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(&want) {
-                continue;
-            }
-            match check_private_dir(&e.path()) {
-                Ok(()) => ok.push(e.path()),
-                Err(err) => refused.push(err),
-            }
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return (ok, refused);
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = name
+            .strip_prefix(&want)
+            .is_some_and(|r| r.len() == RAND_LEN && r.chars().all(|c| c.is_ascii_alphanumeric()));
+        if !ours {
+            continue;
+        }
+        match check_private_dir(&e.path()) {
+            Ok(()) => ok.push(e.path()),
+            Err(err) => refused.push(err),
         }
     }
     ok.sort();
@@ -375,6 +390,18 @@ mod tests {
             assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         }
         assert!(!p.exists());
+    }
+
+    /// Lab `a` finds its own directory, not lab `a-b`'s (the old
+    /// `PREFIX-PID` names checked that the rest was a number).
+    #[test]
+    fn a_lab_finds_only_its_own_directories() {
+        let d = tempfile::tempdir().unwrap();
+        let a = RunDir::create_in(d.path(), "a").unwrap();
+        let _ab = RunDir::create_in(d.path(), "a-b").unwrap();
+        assert_eq!(find_in(d.path(), "a").0, vec![a.path().to_path_buf()]);
+        assert_eq!(find_in(d.path(), "a-b").0.len(), 1);
+        assert!(find_in(d.path(), "b").0.is_empty());
     }
 
     #[test]
