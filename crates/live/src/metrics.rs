@@ -470,8 +470,8 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// At most this many scrapes are served at once; further connections
-/// are closed at once (and counted), so slow or idle clients cannot pile
-/// up threads, sockets or memory.
+/// are closed at once, so slow or idle clients cannot pile up tasks,
+/// sockets or memory (a scraper retries at its next interval).
 pub const MAX_CONNECTIONS: usize = 32;
 
 /// A client must send its whole request head within this time.
@@ -485,8 +485,6 @@ pub const CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 pub struct MetricsServer {
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    /// Connections closed unserved because [`MAX_CONNECTIONS`] were busy.
-    pub refused: Arc<std::sync::atomic::AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -519,31 +517,24 @@ pub fn serve(addr: SocketAddr, hub: Arc<MetricsHub>) -> Result<MetricsServer, St
         .build()
         .map_err(|e| format!("metrics: starting the server runtime: {e}"))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (s2, r2) = (stop.clone(), refused.clone());
+    let s2 = stop.clone();
     let thread = std::thread::Builder::new()
         .name("qosnet-metrics".into())
         .spawn(move || {
             // Nothing on this thread needs a privilege: drop them all
             // before the first byte from the network is parsed.
             let _ = crate::privs::drop_thread_privileges(&[]);
-            rt.block_on(accept_loop(l, hub, s2, r2));
+            rt.block_on(accept_loop(l, hub, s2));
         })
         .map_err(|e| format!("metrics: starting the server thread: {e}"))?;
     Ok(MetricsServer {
         addr,
         stop,
-        refused,
         thread: Some(thread),
     })
 }
 
-async fn accept_loop(
-    l: TcpListener,
-    hub: Arc<MetricsHub>,
-    stop: Arc<AtomicBool>,
-    refused: Arc<std::sync::atomic::AtomicU64>,
-) {
+async fn accept_loop(l: TcpListener, hub: Arc<MetricsHub>, stop: Arc<AtomicBool>) {
     let Ok(l) = tokio::net::TcpListener::from_std(l) else {
         return;
     };
@@ -555,7 +546,6 @@ async fn accept_loop(
             continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refused.fetch_add(1, Ordering::Relaxed);
             drop(conn);
             continue;
         };
