@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use qosnet_live::testkit::{repo, require_root, Guard, Kill};
+use qosnet_live::testkit::{node_processes, read_until, read_until_listed, repo, require_root, Guard, Kill};
 use qosnet_live::{lab, labrun, netns};
 
 #[test]
@@ -37,14 +37,7 @@ fn router_config_forwards_between_lab_hosts() {
         .unwrap();
     let _kill = Kill(child.id());
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.contains("running") {
-        let mut l = String::new();
-        if out.read_line(&mut l).unwrap() == 0 {
-            break;
-        }
-        text += &l;
-    }
+    let text = read_until(&mut out, |t| t.contains("running"));
     assert!(text.contains("port 0: R-h1"), "{text}");
     let ping = lab.exec("h1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.1.2"]);
     // SAFETY: SIGINT to our own child.
@@ -154,21 +147,6 @@ fn worst_lateness(r: &serde_json::Value) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-fn node_processes(prefix: &str) -> Vec<(u32, String)> {
-    let out = Command::new("pgrep")
-        .args(["-af", "qosnet node --config"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(&format!("qosnet-{prefix}-")))
-        .filter_map(|l| {
-            let (pid, cmd) = l.split_once(' ')?;
-            Some((pid.parse().ok()?, cmd.to_string()))
-        })
-        .collect()
-}
-
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
 fn one_process_per_node_survives_kill_of_one() {
@@ -186,15 +164,8 @@ fn one_process_per_node_survives_kill_of_one() {
         .unwrap();
     let _kill = Kill(child.id());
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut text = String::new();
     // Up when the last node (h3) is listed.
-    while !text.lines().any(|l| l.trim_start().starts_with("h3 ")) {
-        let mut l = String::new();
-        if out.read_line(&mut l).unwrap() == 0 {
-            break;
-        }
-        text += &l;
-    }
+    let text = read_until_listed(&mut out, "h3");
     assert!(text.contains("(process "), "{text}");
     let procs = node_processes(&prefix);
     assert_eq!(procs.len(), 2, "{procs:?}");
@@ -272,14 +243,7 @@ fn lab_up_serves_prometheus_metrics() {
     // Drain stderr so the lab never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.lines().any(|l| l.trim_start().starts_with("h2 ")) {
-        let mut l = String::new();
-        if out.read_line(&mut l).unwrap() == 0 {
-            break;
-        }
-        text += &l;
-    }
+    let text = read_until_listed(&mut out, "h2");
     assert!(text.contains("is up"), "{text}");
     let ping = Command::new("ip")
         .args([

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use qosnet_live::testkit::{repo, require_root, Guard};
+use qosnet_live::testkit::{node_processes, read_until_listed, repo, require_root, Guard};
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -270,28 +270,12 @@ fn node_processes_keep_no_capability() {
         .unwrap();
     let _kill = qosnet_live::testkit::Kill(child.id());
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.lines().any(|l| l.trim_start().starts_with("h2 ")) {
-        let mut l = String::new();
-        if out.read_line(&mut l).unwrap() == 0 {
-            break;
-        }
-        text += &l;
-    }
-    // The lab's node processes: `qosnet node --config .../R.toml`.
-    let me = std::process::id().to_string();
-    let mut nodes = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let pid = e.file_name().to_string_lossy().into_owned();
-        if pid.parse::<u32>().is_err() || pid == me {
-            continue;
-        }
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(" node --config ") && cmd.contains(&format!("qosnet-{prefix}-")) {
-            nodes.push(e.path());
-        }
-    }
+    let text = read_until_listed(&mut out, "h2");
+    // The lab's one node process (R).
+    let nodes: Vec<_> = node_processes(&prefix)
+        .into_iter()
+        .map(|(pid, _)| std::path::PathBuf::from(format!("/proc/{pid}")))
+        .collect();
     assert_eq!(nodes.len(), 1, "one node process (R) expected\n{text}");
     // Its driver drops once it starts running; give it a moment.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

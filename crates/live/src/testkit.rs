@@ -109,6 +109,44 @@ pub fn repo() -> PathBuf {
 /// Whether a program is on the PATH (iperf3, irtt, ...).
 pub use crate::labtools::have;
 
+/// Lines of a command's output, read until `done` holds for what was
+/// read so far or the output ends; all of it.
+pub fn read_until(r: &mut impl std::io::BufRead, done: impl Fn(&str) -> bool) -> String {
+    let mut text = String::new();
+    while !done(&text) {
+        let mut l = String::new();
+        if r.read_line(&mut l).unwrap() == 0 {
+            break;
+        }
+        text += &l;
+    }
+    text
+}
+
+/// `qosnet lab up`'s output until it lists `node` (it lists the nodes
+/// last, so the last one listed means the lab is up).
+pub fn read_until_listed(r: &mut impl std::io::BufRead, node: &str) -> String {
+    let want = format!("{node} ");
+    read_until(r, |t| t.lines().any(|l| l.trim_start().starts_with(&want)))
+}
+
+/// The running `qosnet node` processes of lab `prefix` (their configs
+/// are in its run directories, `qosnet-PREFIX-*`): (pid, command line).
+pub fn node_processes(prefix: &str) -> Vec<(u32, String)> {
+    let out = std::process::Command::new("pgrep")
+        .args(["-af", "qosnet node --config"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("qosnet-{prefix}-")))
+        .filter_map(|l| {
+            let (pid, cmd) = l.split_once(' ')?;
+            Some((pid.parse().ok()?, cmd.to_string()))
+        })
+        .collect()
+}
+
 /// The namespaces of `prefix` that still exist.
 pub fn leftovers(prefix: &str) -> Vec<String> {
     let p = format!("{prefix}-");
