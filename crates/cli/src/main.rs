@@ -81,7 +81,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            // `reproduce --strict` on a verdict that differs is an answer,
+            // not a failure to run: status 1, as `diff` and `cmp` do.
+            if e.is::<qosnet_experiments::verdict::StrictFailure>() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::from(2)
+            }
         }
     }
 }

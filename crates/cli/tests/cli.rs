@@ -680,3 +680,44 @@ fn sim_stall_flag_stalls_the_routers_or_says_why_not() {
         );
     }
 }
+
+/// `reproduce --strict`: status 0 when every verdict holds, 1 (not 2, an
+/// error to run) when one differs without an explanation, naming it; the
+/// verdicts also land in `--out DIR/verdicts.json`.
+#[test]
+fn reproduce_strict_fails_on_a_verdict_that_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = qosnet()
+        .args(["reproduce", "ethernet", "--strict", "--duration", "1s", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let text = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains("Verdicts: ethernet (sim)") && text.contains("HOLDS"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("verdicts.json")).unwrap()).unwrap();
+    assert_eq!(v["experiment"], "ethernet");
+    assert_eq!(v["summary"]["differs"], 0);
+    assert!(v["rows"].as_array().unwrap().len() >= 3, "{v}");
+    // A fifth of the offered load: the whole simulator no longer carries
+    // what the medium alone does.
+    let a = qosnet()
+        .args(["reproduce", "ethernet", "--strict", "--duration", "1s"])
+        .args(["--set", "defaults.flow.rate=\"1Mb/s\""])
+        .assert()
+        .code(1);
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("--strict: 1 of ethernet's verdicts differ") && err.contains("whole simulator"),
+        "{err}"
+    );
+    // Without --strict the same run is an answer, not a failure.
+    qosnet()
+        .args(["reproduce", "ethernet", "--duration", "1s"])
+        .args(["--set", "defaults.flow.rate=\"1Mb/s\""])
+        .assert()
+        .success();
+}

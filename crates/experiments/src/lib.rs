@@ -45,8 +45,10 @@ pub mod plot;
 pub mod report;
 mod run;
 pub mod sweep;
+pub mod verdict;
 
 pub use run::cores;
+pub use verdict::Verdicts;
 
 pub mod degeb;
 pub mod ethernet;
@@ -79,10 +81,11 @@ pub struct Experiment {
     pub description: &'static str,
     /// Its scenarios, embedded.
     pub scenarios: &'static [Embedded],
-    /// Simulated reproduction: prints the paper's numbers beside qosnet's.
-    pub sim: fn(&RunOptions) -> anyhow::Result<()>,
+    /// Simulated reproduction: prints the paper's numbers beside qosnet's
+    /// and returns the verdicts it computed from its runs.
+    pub sim: fn(&RunOptions) -> anyhow::Result<Verdicts>,
     /// Live reproduction in namespace labs (root), if there is one.
-    pub live: Option<fn(&RunOptions) -> anyhow::Result<()>>,
+    pub live: Option<fn(&RunOptions) -> anyhow::Result<Verdicts>>,
     /// Whether its runs honour `--stall` ([`RunOptions::stall`]): the
     /// experiments whose routers' timing is the point (TDP).
     pub stall: bool,
@@ -95,8 +98,10 @@ impl Experiment {
     pub fn answers_to(&self, name: &str) -> bool {
         self.names.contains(&name)
     }
-    /// Run it, simulated or live.
-    pub fn run(&self, live: bool, o: &RunOptions) -> anyhow::Result<()> {
+    /// Run it, simulated or live; print its verdicts at the end (and
+    /// write them to `--out DIR/verdicts.json`) and return them, for
+    /// `--strict` to judge.
+    pub fn run(&self, live: bool, o: &RunOptions) -> anyhow::Result<Verdicts> {
         // An unwritable --out fails now, not after every run.
         if let Some(dir) = &o.out {
             report::check_out_dir(dir)?;
@@ -109,10 +114,44 @@ impl Experiment {
                 self.name()
             );
         }
-        match (live, self.live) {
-            (false, _) => (self.sim)(o),
-            (true, Some(f)) => f(o),
+        let v = match (live, self.live) {
+            (false, _) => (self.sim)(o)?,
+            (true, Some(f)) => f(o)?,
             (true, None) => anyhow::bail!("experiment {} has no live reproduction yet", self.name()),
+        };
+        let mode = if live { "sim and live" } else { "sim" };
+        out!(
+            "{}",
+            v.table(&format!(
+                "Verdicts: {} ({mode}), each computed from the runs above",
+                self.name()
+            ))
+        );
+        if let Some(dir) = &o.out {
+            report::write_verdicts(dir, self.name(), mode, &v)?;
+        }
+        Ok(v)
+    }
+
+    /// `--strict`: an error naming the rows that differ from the paper
+    /// without an explanation in the docs.
+    pub fn strict(&self, v: &Verdicts) -> Result<(), verdict::StrictFailure> {
+        let rows: Vec<String> = v
+            .strict_failures()
+            .map(|r| {
+                format!(
+                    "{} {}: paper {}, qosnet {}",
+                    r.artefact, r.what, r.paper, r.qosnet
+                )
+            })
+            .collect();
+        if rows.is_empty() {
+            Ok(())
+        } else {
+            Err(verdict::StrictFailure {
+                experiment: self.name().into(),
+                rows,
+            })
         }
     }
 }

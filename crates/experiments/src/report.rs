@@ -136,6 +136,21 @@ pub fn run_dirs<'a>(base: &Path, names: impl IntoIterator<Item = &'a str>) -> Ve
         .collect()
 }
 
+/// `DIR/verdicts.json`: an experiment's verdict rows, their summary and
+/// notes (the same rows `qosnet reproduce` prints).
+pub fn write_verdicts(dir: &Path, experiment: &str, mode: &str, v: &crate::Verdicts) -> Result<()> {
+    let doc = serde_json::json!({
+        "experiment": experiment,
+        "mode": mode,
+        "summary": v.summary(),
+        "rows": v.rows,
+        "notes": v.notes,
+    });
+    let path = dir.join("verdicts.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 pub fn write_outputs(dir: &Path, r: &Results, buckets: &[(String, Vec<(u64, u64)>)]) -> Result<()> {
     write_outputs_with_paper(dir, r, buckets, None)
 }

@@ -29,6 +29,10 @@ pub struct ReproduceArgs {
     /// paper, sim and live side by side.
     #[arg(long)]
     pub live: bool,
+    /// Exit with status 1 when a verdict differs from the paper: a claim,
+    /// or a figure whose difference the docs do not explain.
+    #[arg(long)]
+    pub strict: bool,
     /// Namespace prefix of the live labs.
     #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
     pub prefix: String,
@@ -77,5 +81,9 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
             .transpose()
             .map_err(|e| anyhow!(e))?,
     };
-    e.run(a.live, &o)
+    let v = e.run(a.live, &o)?;
+    if a.strict {
+        e.strict(&v)?;
+    }
+    Ok(())
 }

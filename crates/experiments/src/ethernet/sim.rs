@@ -12,12 +12,13 @@ use qosnet_sim::media::segment::saturation::{
 };
 use qosnet_sim::media::segment::SegmentConfig;
 
-use crate::RunOptions;
+use crate::{RunOptions, Verdicts};
 
 /// Stations of the saturation sweep.
 const STATIONS: &[usize] = &[1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32];
 
-pub(super) fn run(o: &RunOptions) -> Result<()> {
+pub(super) fn run(o: &RunOptions) -> Result<Verdicts> {
+    let mut v = Verdicts::default();
     let seed = o.overrides.seed.unwrap_or(1);
     let secs = match &o.overrides.duration {
         Some(d) => qosnet_scenario::units::parse_duration(d)
@@ -48,6 +49,17 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     for (&k, r) in races.range(2..=5) {
         let n = r.n().max(1) as f64;
         let (pw, pl, pt) = capture_theory(k);
+        // A race is a Bernoulli trial: three standard errors of the
+        // theory's own probability is the tolerance of a fair sample.
+        let tol = 3.0 * (pw * (1.0 - pw) / n).sqrt() / pw;
+        v.figure(
+            "capture effect",
+            &format!("last winner wins again after k = {k}"),
+            pw,
+            r.won as f64 / n,
+            "",
+            tol,
+        );
         outln!(
             "{:>3} {:>7} {:>11.4} ({:>8.4}) {:>11.4} ({:>8.4}) {:>11.4} ({:>8.4})",
             k,
@@ -99,6 +111,24 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
                 r.excessive
             );
         }
+        if bytes == 1518 {
+            let below: Vec<String> = rows
+                .iter()
+                .filter(|r| r.efficiency < r.model)
+                .map(|r| r.stations.to_string())
+                .collect();
+            v.claim(
+                "saturation, 1518 B",
+                "efficiency at or above Metcalfe-Boggs for every N",
+                "P/(P + W T)",
+                if below.is_empty() {
+                    "above for every N".to_string()
+                } else {
+                    format!("below at N = {}", below.join(", "))
+                },
+                below.is_empty(),
+            );
+        }
         all.push((bytes, rows));
     }
     let r = &whole.results;
@@ -121,10 +151,19 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     );
     if let Some(x) = at8 {
         // IP bytes to wire bytes: 1500 IP + 14 header + 4 FCS + 8 preamble + 12 gap.
+        let alone = x.efficiency * 10.0 * 1500.0 / 1538.0;
         outln!(
             "  the medium alone, 8 stations, 1518-byte frames: efficiency {:.4}, i.e. {:.2} Mb/s of IP",
             x.efficiency,
-            x.efficiency * 10.0 * 1500.0 / 1538.0
+            alone
+        );
+        v.figure(
+            "saturation, 8 stations",
+            "whole simulator's IP throughput vs the medium alone (Mb/s)",
+            alone,
+            total / 1e6,
+            "Mb/s",
+            0.02,
         );
     }
     outln!(
@@ -139,7 +178,8 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         plot(&path, &all).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         outln!("wrote {}", path.display());
     }
-    Ok(())
+    v.note("a textbook check of the medium RETHER runs on, not a paper's table: the capture tolerance is three standard errors of the race count");
+    Ok(v)
 }
 
 fn plot(path: &Path, all: &[(usize, Vec<Row>)]) -> Result<(), Box<dyn std::error::Error>> {

@@ -22,8 +22,9 @@ pub static EXPERIMENT: Experiment = Experiment {
     names: &["tdp-icc2006", "tdp"],
     description: "TDP router, ICC 2006 (seeds 000/001): Tables I and II, FIFO vs TDP jitter, link loads",
     scenarios: SCENARIOS,
-    sim: sim::run,
-    live: Some(live::run),
+    // Until this experiment computes its verdicts (crate::verdict).
+    sim: |o| sim::run(o).map(|()| crate::Verdicts::default()),
+    live: Some(|o| live::run(o).map(|()| crate::Verdicts::default())),
     stall: true,
 };
 
