@@ -98,7 +98,7 @@
 // random order instead of ns-3's FIFO order; --cpu-stage hands each packet a
 // router forwards to its output queue in a separate zero-delay event, the
 // way qosnet's router CPU stage (processing time 0) did before its fifth
-// round of speed work (README "Performance").
+// round of speed work (docs/measurements.md).
 //
 // --trace FILE writes a line per frame put on a link (time of its first bit,
 // node, port, flow, sequence number, TTL), the same facts qosnet's --pcap
