@@ -129,7 +129,7 @@ impl DriverArgs {
 }
 
 /// Apply `--device` arguments, in order, to `devices`.
-pub fn add_devices(devices: &mut qosnet_live::netdev::PortDevices, args: &[String]) -> Result<()> {
+pub fn add_devices(devices: &mut qosnet_io::netdev::PortDevices, args: &[String]) -> Result<()> {
     for d in args {
         devices.add_arg(d).map_err(|e| anyhow!(e))?;
     }

@@ -11,7 +11,7 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use qosnet_live::netns;
+use qosnet_io::netns;
 use qosnet_live::rethctl::{self, Client, Request};
 use qosnet_live::testkit::{repo, require_root, Guard, Kill, Reap};
 use serde_json::Value;
@@ -67,8 +67,7 @@ fn rt_set(v: &Value) -> Vec<String> {
 }
 
 fn stop_lab(mut child: Child, prefix: &str) {
-    // SAFETY: SIGINT to our own child: `lab up` removes its lab.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
     let _ = child.wait();
     let left: Vec<String> = netns::list()
         .unwrap()
@@ -867,8 +866,8 @@ fn rether_node_join_during_a_cycle_live() {
         .collect();
     assert_eq!(pids.len(), 1, "s3's station process ({})", conf.display());
     for p in &pids {
-        // SAFETY: kill(2) of the station process our lab started.
-        unsafe { libc::kill(*p, libc::SIGKILL) };
+        // The station process our lab started.
+        let _ = qosnet_io::process::kill(*p as u32, qosnet_io::process::Signal::KILL);
     }
     let t = Instant::now();
     let dead_listed = |v: &Value| {

@@ -23,8 +23,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use qosnet_core::time::Duration;
+use qosnet_io::netns;
 use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
-use qosnet_live::netns;
 use qosnet_live::testkit::{repo, require_root, Guard};
 use qosnet_scenario::results::Results;
 

@@ -304,8 +304,7 @@ fn node_processes_keep_no_capability() {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    // SAFETY: SIGINT to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
     let _ = child.wait();
     for (name, eff, prm, nnp) in &threads {
         assert!(

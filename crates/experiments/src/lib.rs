@@ -16,6 +16,8 @@
 //! Also here: the human-readable reports every subcommand prints
 //! ([`report`]) and the overrides of the command line ([`Overrides`]).
 
+#![forbid(unsafe_code)]
+
 /// Print to stdout; a closed pipe (`qosnet ... | head`) ends the program
 /// quietly instead of panicking.
 #[macro_export]
@@ -230,7 +232,7 @@ pub struct RunOptions {
     /// the tester for TDP testbeds).
     pub traffic: Option<qosnet_live::labrun::TrafficSource>,
     /// Live runs' port devices (AF_PACKET unless `--device` says AF_XDP).
-    pub devices: qosnet_live::netdev::PortDevices,
+    pub devices: qosnet_io::netdev::PortDevices,
     /// `--stall LEN/EVERY`: every run's routers stalled together on this
     /// schedule, simulated and live alike (`qosnet sim --stall`, `qosnet
     /// lab run --stall`). Only experiments with [`Experiment::stall`].

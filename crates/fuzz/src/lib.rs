@@ -36,6 +36,8 @@
 //! --example rate -- TARGET ROUNDS DIR...` measures a target's cost per
 //! input outside AFL.
 
+#![forbid(unsafe_code)]
+
 use std::sync::OnceLock;
 
 use qosnet_core::node::{Node, TxStatus};
@@ -545,7 +547,7 @@ pub fn placement(data: &[u8]) {
 /// named port only, and its paths under the config's directory or
 /// absolute.
 pub fn nodecfg(data: &[u8]) {
-    use qosnet_live::names::{check_ifname, check_netns};
+    use qosnet_io::names::{check_ifname, check_netns};
     use qosnet_live::node::NodeConfig;
     let data = &data[..data.len().min(MAX_INPUT)];
     let text = String::from_utf8_lossy(data);

@@ -5,7 +5,7 @@
 //! `cargo run --release -p qosnet-live --example timer_noise [SECONDS]`
 
 use qosnet_core::time::Duration;
-use qosnet_live::clock;
+use qosnet_io::clock;
 
 fn main() {
     let secs: f64 = std::env::args()

@@ -2,8 +2,8 @@
 //!
 //! One [`Driver`] runs any number of nodes — routers, switches, RETHER
 //! stations, STSDR forwarders: the driver does not know which — on one
-//! thread, each port a [`Device`] (an [`AfPacket`](crate::afpacket::AfPacket)
-//! opened inside the node's namespace, a [`Tap`](crate::tap::Tap) to the
+//! thread, each port a [`Device`] (an [`AfPacket`](qosnet_io::afpacket::AfPacket)
+//! opened inside the node's namespace, a [`Tap`](qosnet_io::tap::Tap) to the
 //! host's own IP stack, or memory in tests). One process can host a whole
 //! lab's nodes, or one node (`qosnet node`), as the design's loop:
 //!
@@ -53,9 +53,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{self, Clock, Lateness, LatenessSummary};
-use crate::device::{Device, DeviceStats, Waiter};
 use crate::metrics::{self, HistSnap, MetricsHub, Snapshot};
+use qosnet_io::clock::{self, Clock, Lateness, LatenessSummary};
+use qosnet_io::device::{Device, DeviceStats, Waiter};
 
 /// How the driver waits and batches.
 #[derive(Clone, Copy, Debug)]
@@ -79,10 +79,10 @@ pub struct DriverConfig {
     /// scheduling's throttling stalls. Needs CAP_SYS_NICE for values < 0.
     pub nice: Option<i32>,
     /// Pin the driver thread to this CPU (a live TDP run gives the routers
-    /// one core and the traffic tester another, [`crate::rt`]).
+    /// one core and the traffic tester another, [`qosnet_io::rt`]).
     pub cpu: Option<usize>,
     /// Once its scheduling is set, the driver thread drops every
-    /// capability and sets no_new_privs ([`crate::privs`]) before it reads
+    /// capability and sets no_new_privs ([`qosnet_io::privs`]) before it reads
     /// the first frame: `qosnet node` processes, which exist only to run
     /// it. Off for drivers on a thread of a process that still needs root
     /// afterwards.
@@ -621,19 +621,20 @@ impl<D: Device> Driver<D> {
         mut on_mark: impl FnMut(usize, &Self),
     ) {
         let t0 = clock::monotonic_now();
-        let cpu0 = thread_cpu_ns();
+        let cpu0 = qosnet_io::rt::thread_cpu_ns();
         let old_slack = clock::set_timer_slack(Duration(1));
-        let (notes, old_sched) = crate::rt::apply("router thread", self.cfg.cpu, self.cfg.realtime);
+        let (notes, old_sched) = qosnet_io::rt::apply("router thread", self.cfg.cpu, self.cfg.realtime);
         self.sched = notes;
-        let old_nice = self.cfg.nice.and_then(set_nice);
+        let old_nice = self.cfg.nice.and_then(qosnet_io::rt::set_nice);
         if self.cfg.drop_privileges {
-            self.sched.push(match crate::privs::drop_thread_privileges(&[]) {
-                Ok(k) => format!(
-                    "router thread: capabilities dropped (effective {:#x}), no_new_privs",
-                    k.effective
-                ),
-                Err(e) => format!("router thread: privileges NOT dropped ({e})"),
-            });
+            self.sched
+                .push(match qosnet_io::privs::drop_thread_privileges(&[]) {
+                    Ok(k) => format!(
+                        "router thread: capabilities dropped (effective {:#x}), no_new_privs",
+                        k.effective
+                    ),
+                    Err(e) => format!("router thread: privileges NOT dropped ({e})"),
+                });
         }
         let fds: Vec<_> = self
             .hosts
@@ -711,13 +712,13 @@ impl<D: Device> Driver<D> {
         }
         clock::set_timer_slack(old_slack);
         if let Some((policy, prio)) = old_sched {
-            crate::rt::restore_sched(policy, prio);
+            qosnet_io::rt::restore_sched(policy, prio);
         }
         if let Some(n) = old_nice {
-            set_nice(n);
+            qosnet_io::rt::set_nice(n);
         }
         self.wall += clock::monotonic_now() - t0;
-        self.cpu += Duration(thread_cpu_ns().saturating_sub(cpu0));
+        self.cpu += Duration(qosnet_io::rt::thread_cpu_ns().saturating_sub(cpu0));
         let now = self.now();
         self.publish_snapshot(now);
     }
@@ -748,42 +749,16 @@ impl<D: Device> Driver<D> {
     }
 }
 
-/// CPU time of the calling thread so far, in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
-}
-
-/// Set the calling thread's nice value; returns the old one.
-pub(crate) fn set_nice(nice: i32) -> Option<i32> {
-    // SAFETY: gettid has no preconditions; getpriority/setpriority act on
-    // the calling thread's id (Linux: per-thread nice values).
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        *libc::__errno_location() = 0;
-        let old = libc::getpriority(libc::PRIO_PROCESS, tid);
-        if old == -1 && *libc::__errno_location() != 0 {
-            return None;
-        }
-        (libc::setpriority(libc::PRIO_PROCESS, tid, nice.clamp(-20, 19)) == 0).then_some(old)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::mem_pair;
     use qosnet_core::arp::{self, Arp, ARP_REPLY, ARP_REQUEST};
     use qosnet_core::node::Duplex;
     use qosnet_core::route::Route;
     use qosnet_core::router::PortConfig;
     use qosnet_core::sched::Fifo;
     use qosnet_core::wire::{self, MacAddr, UdpSpec};
+    use qosnet_io::device::mem_pair;
     use std::net::Ipv4Addr;
     use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -22,7 +22,7 @@
 //! - IPv6 off, so router solicitations and MLD reports do not appear on the
 //!   wires and in the routers' counters;
 //! - checksum, segmentation and receive offloads off, so AF_PACKET sees the
-//!   frames the wire would carry (see [`crate::iface::OFFLOADS`]);
+//!   frames the wire would carry (see [`qosnet_io::iface::OFFLOADS`]);
 //! - a default route on each host via the router at the other end of its
 //!   first link to a router, plus any routes the spec lists.
 //!
@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use qosnet_core::wire::MacAddr;
 
-use crate::{iface, netns};
+use qosnet_io::{iface, netns};
 
 /// Prefix used when a description does not give one.
 pub const DEFAULT_PREFIX: &str = "qn";
@@ -1075,13 +1075,10 @@ fn kill_all(pids: &[u32]) {
     if pids.is_empty() {
         return;
     }
-    let alive = |pid: u32| {
-        // SAFETY: signal 0 only checks that the process exists.
-        unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
-    };
+    use qosnet_io::process::{alive, kill, Signal};
     for &p in pids {
-        // SAFETY: kill(2) on a pid found in one of our lab namespaces.
-        unsafe { libc::kill(p as libc::pid_t, libc::SIGTERM) };
+        // A pid found in one of our lab namespaces.
+        let _ = kill(p, Signal::TERM);
     }
     let t0 = std::time::Instant::now();
     while t0.elapsed() < std::time::Duration::from_secs(1) && pids.iter().any(|&p| alive(p)) {
@@ -1089,8 +1086,8 @@ fn kill_all(pids: &[u32]) {
     }
     for &p in pids {
         if alive(p) {
-            // SAFETY: as above; the process ignored SIGTERM.
-            unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+            // The process ignored SIGTERM.
+            let _ = kill(p, Signal::KILL);
         }
     }
 }
@@ -1189,7 +1186,7 @@ fn cleanup_registered() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{require_root, test_prefix, PrefixGuard};
+    use crate::testkit::{require_root, test_prefix, PrefixGuard};
 
     #[test]
     fn ipv4net_parses_and_masks() {
@@ -1278,7 +1275,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn kernel_router_lab_forwards_udp_and_goes_away() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let root_v6 = std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6");
         let lab = Lab::up(&three_node(&prefix, NodeKind::KernelRouter)).unwrap();
@@ -1343,9 +1340,9 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn bridge_joins_its_ports() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
-        let _g = crate::testutil::PrefixGuard(prefix.clone());
+        let _g = crate::testkit::PrefixGuard(prefix.clone());
         let spec = LabSpec::new(&prefix)
             .node("a", NodeKind::Host)
             .node("b", NodeKind::Host)
@@ -1383,7 +1380,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn userspace_router_has_no_kernel_addresses() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let lab = Lab::up(&three_node(&prefix, NodeKind::Router)).unwrap();
         let out = lab.exec("r", &["ip", "-4", "-o", "addr", "show"]).unwrap();
@@ -1401,7 +1398,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn failed_up_leaves_nothing_and_existing_names_are_refused() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         // A route via an unreachable gateway makes `ip route add` fail after
@@ -1428,7 +1425,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn cleanup_matches_prefix_exactly_and_ends_processes() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         let other = format!("{prefix}z");
@@ -1464,7 +1461,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn detach_then_attach_then_down() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         let spec = three_node(&prefix, NodeKind::KernelRouter);
@@ -1489,7 +1486,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn a_link_across_machines_is_a_vxlan_tunnel() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         // The machines are not lab namespaces: their own guard.
@@ -1607,7 +1604,7 @@ mod tests {
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn signal_removes_labs() {
         use std::io::{BufRead, BufReader};
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
@@ -1641,8 +1638,7 @@ mod tests {
         }
         assert!(ready, "child never built its lab");
         assert_eq!(ours(&prefix).len(), 3);
-        // SAFETY: kill(2) on our own child process.
-        unsafe { libc::kill(reap.0.id() as libc::pid_t, libc::SIGTERM) };
+        qosnet_io::process::kill(reap.0.id(), qosnet_io::process::Signal::TERM).unwrap();
         let st = reap.0.wait().unwrap();
         assert_eq!(st.code(), Some(128 + libc::SIGTERM), "{st}");
         assert!(ours(&prefix).is_empty());

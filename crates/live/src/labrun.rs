@@ -54,15 +54,15 @@ use qosnet_scenario::topo::Network;
 use qosnet_scenario::Scenario;
 use serde::Serialize;
 
-use crate::afpacket::{AfPacket, AfPacketConfig};
-use crate::clock::{self, LatenessSummary};
 use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
 use crate::lab::{ip, Ipv4Net, Lab, LabError, LabLink, LabNode, LabSpec, NodeKind};
-use crate::netdev::{NetDevice, PortDevices};
-use crate::netns;
 use crate::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
 use crate::placement::{Placement, MEASURED_BOTH, MEASURED_SINK, MEASURED_SOURCE};
 use crate::traffic::{self, GenConfig, GenReport, Sink, SinkCounters};
+use qosnet_io::afpacket::{AfPacket, AfPacketConfig};
+use qosnet_io::clock::{self, LatenessSummary};
+use qosnet_io::netdev::{NetDevice, PortDevices};
+use qosnet_io::netns;
 
 /// Suffix of the sender namespace of a host whose flows loop back to it.
 pub const SENDER_SUFFIX: &str = "_tx";
@@ -307,7 +307,7 @@ pub fn post_up(lab: &Lab, layout: &LiveLayout) -> Result<(), LabError> {
         }
         ip(&["-n", &ns, "addr", "add", &s.host_addr, "dev", "br0"])?;
         ip(&["-n", &ns, "link", "set", "br0", "up"])?;
-        netns::run_in(&ns, || crate::iface::disable_offloads("br0"))
+        netns::run_in(&ns, || qosnet_io::iface::disable_offloads("br0"))
             .and_then(|r| r)
             .map_err(|e| LabError::Io {
                 context: format!("offloads of br0 in {ns}"),
@@ -398,7 +398,7 @@ pub struct LiveOptions {
     pub prefix: String,
     pub driver: DriverConfig,
     pub afpacket: AfPacketConfig,
-    /// Which router ports are AF_XDP ([`crate::netdev`]; default none).
+    /// Which router ports are AF_XDP ([`qosnet_io::netdev`]; default none).
     pub devices: PortDevices,
     /// Measure the machine's timer noise before the run (0.3 s).
     pub timer_noise: bool,
@@ -429,7 +429,7 @@ pub struct LiveOptions {
     pub traffic: TrafficSource,
     /// With the tester: pin the router thread and the tester to separate
     /// cores, run both SCHED_FIFO and lock the process's memory
-    /// ([`crate::rt`]); each step that the machine refuses is reported.
+    /// ([`qosnet_io::rt`]); each step that the machine refuses is reported.
     pub realtime: bool,
     /// The CLOCK_REALTIME instant scenario time 0 stands for (the start
     /// of traffic); `None`: when the lab starts.
@@ -443,8 +443,8 @@ pub struct LiveOptions {
     /// (`qosnet node`'s `crash_holding_token_after`).
     pub crash_holding_token: Vec<(String, u64)>,
     /// Injected CPU stalls on the router thread's core while the traffic
-    /// runs ([`crate::rt::StallSpec`]).
-    pub stalls: Option<crate::rt::StallSpec>,
+    /// runs ([`qosnet_io::rt::StallSpec`]).
+    pub stalls: Option<qosnet_io::rt::StallSpec>,
 }
 
 /// A placement and the machine this process plays.
@@ -584,9 +584,9 @@ pub struct LiveLab {
 struct Procs {
     /// (scenario node index, node name, process).
     children: Vec<(usize, String, std::process::Child)>,
-    /// The lab's private run directory (crate::rundir): node configs,
+    /// The lab's private run directory (qosnet_io::rundir): node configs,
     /// reports, ready files, control sockets. Removed when dropped.
-    dir: crate::rundir::RunDir,
+    dir: qosnet_io::rundir::RunDir,
 }
 
 /// Per flow id: the delay histogram buckets and the sink's report.
@@ -797,7 +797,8 @@ fn spawn_nodes(
 ) -> Result<(Vec<usize>, Procs), String> {
     // New, 0700 and ours, never a predictable path in a shared directory:
     // root writes configs here that root's node processes then act on.
-    let dir = crate::rundir::RunDir::create(&lab.spec().prefix).map_err(|e| format!("run directory: {e}"))?;
+    let dir =
+        qosnet_io::rundir::RunDir::create(&lab.spec().prefix).map_err(|e| format!("run directory: {e}"))?;
     let scenario =
         std::fs::canonicalize(&np.scenario).map_err(|e| format!("{}: {e}", np.scenario.display()))?;
     let mut procs = Procs {
@@ -866,16 +867,7 @@ fn spawn_nodes(
         }
         // A node must not outlive its lab: if `qosnet lab` dies (even by
         // SIGKILL), the kernel sends the node SIGTERM.
-        // SAFETY: prctl(2) is async-signal-safe; nothing else runs between
-        // fork and exec.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        qosnet_io::process::die_with_parent(&mut cmd, qosnet_io::process::Signal::TERM);
         let child = cmd
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -906,8 +898,7 @@ impl Procs {
     /// SIGTERM every child still running, wait for all, read the reports.
     fn stop(mut self) -> NodeReports {
         for (_, _, c) in &self.children {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = qosnet_io::process::kill(c.id(), qosnet_io::process::Signal::TERM);
         }
         let mut reports = Vec::new();
         let mut missing = Vec::new();
@@ -915,7 +906,7 @@ impl Procs {
         for (i, name, c) in self.children.iter_mut() {
             let _ = c.wait();
             let path = self.dir.join(&format!("{name}.report.json"));
-            match crate::rundir::read_trusted(&path)
+            match qosnet_io::rundir::read_trusted(&path)
                 .ok()
                 .and_then(|t| serde_json::from_str::<node::NodeRun>(&t).ok())
             {
@@ -1047,10 +1038,10 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Lives to the end of the run; restores the kernel's budget on drop.
     let mut rt_throttle = None;
     if opts.traffic == TrafficSource::Tester && opts.realtime {
-        let pl = crate::rt::placement();
+        let pl = qosnet_io::rt::placement();
         rt_notes.extend(pl.note.clone());
         opts_rt.driver.cpu = pl.router_cpu;
-        opts_rt.driver.realtime = Some(crate::rt::ROUTER_PRIO);
+        opts_rt.driver.realtime = Some(qosnet_io::rt::ROUTER_PRIO);
         // Under SCHED_FIFO a sleeping driver wakes within microseconds;
         // spinning 100 µs before deadlines that come every few µs (wire
         // emulation at full load) is a busy loop, which the kernel's RT
@@ -1059,8 +1050,8 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             opts_rt.driver.spin = RT_SPIN;
         }
         tester_cpu = pl.tester_cpu;
-        tester_fifo = Some(crate::rt::TESTER_PRIO);
-        match crate::rt::lock_memory() {
+        tester_fifo = Some(qosnet_io::rt::TESTER_PRIO);
+        match qosnet_io::rt::lock_memory() {
             Ok(()) => {
                 locked = true;
                 rt_notes.push("memory locked (mlockall)".into());
@@ -1072,7 +1063,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         if opts.driver.busy_poll {
             rt_notes.push("RT throttling kept (--busy-poll)".into());
         } else {
-            match crate::rt::RtThrottleLifted::lift() {
+            match qosnet_io::rt::RtThrottleLifted::lift() {
                 Ok(Some(g)) => {
                     rt_notes.push(format!(
                         "RT throttling lifted for the run (was {} us per period)",
@@ -1084,7 +1075,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
                 Err(e) => rt_notes.push(format!("RT throttling kept: {e}")),
             }
         }
-        rt_notes.extend(pl.router_cpu.and_then(crate::rt::fair_server_note));
+        rt_notes.extend(pl.router_cpu.and_then(qosnet_io::rt::fair_server_note));
         if opts.processes.is_some() {
             rt_notes.push(
                 "node processes: not pinned, not SCHED_FIFO (only the in-process router thread is)".into(),
@@ -1178,8 +1169,8 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
                 while clock::now() < at && !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
-                // SAFETY: kill(2) on a child of this process (reaped by `Procs`).
-                let r = unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                // A child of this process (reaped by `Procs`).
+                let r = qosnet_io::process::kill(pid, qosnet_io::process::Signal::KILL);
                 if verbose {
                     eprintln!("kill -9 {name} (pid {pid}) at +{after}");
                 }
@@ -1188,7 +1179,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
                     "pid": pid,
                     "at_s": after.as_secs_f64(),
                     "late_ns": clock::now().saturating_since(at).as_nanos(),
-                    "ok": r == 0,
+                    "ok": r.is_ok(),
                 }));
             }
             killed
@@ -1197,7 +1188,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Injected stalls on the router thread's core (CPU 0 when it is not
     // pinned: the kernel's own CPU work lands there first).
     let staller = opts.stalls.map(|spec| {
-        use crate::rt::StallRun;
+        use qosnet_io::rt::StallRun;
         let stop = stop.clone();
         let cpu = opts.driver.cpu.unwrap_or(0);
         let until = t0 + sc.duration;
@@ -1260,7 +1251,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     placement.extend(dr.sched.iter().cloned());
     if let Some(t) = &tester {
         placement.extend(t.sched.iter().cloned());
-        let ports: BTreeMap<&str, &crate::device::DeviceStats> =
+        let ports: BTreeMap<&str, &qosnet_io::device::DeviceStats> =
             t.ports.iter().map(|(h, d)| (h.as_str(), d)).collect();
         results.extra.insert(
             "tester".into(),
@@ -1272,7 +1263,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         );
     }
     if locked {
-        crate::rt::unlock_memory();
+        qosnet_io::rt::unlock_memory();
     }
     drop(rt_throttle);
     results.extra.insert(

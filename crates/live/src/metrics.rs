@@ -28,9 +28,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 use qosnet_core::node::Node;
 
-use crate::clock::Lateness;
-use crate::device::DeviceStats;
 use crate::driver::LoopStats;
+use qosnet_io::clock::Lateness;
+use qosnet_io::device::DeviceStats;
 
 /// Where `--metrics` listens when given no address: loopback only (the
 /// counters say much about a network; expose them wider on purpose with
@@ -505,7 +505,7 @@ impl Drop for MetricsServer {
 /// listener), each must send its request head within [`HEADER_TIMEOUT`]
 /// and is closed after [`CONNECTION_TIMEOUT`] whatever it does, and at
 /// most [`MAX_CONNECTIONS`] are open at once. The thread keeps no
-/// capability of the process ([`crate::privs`]): it parses what the
+/// capability of the process ([`qosnet_io::privs`]): it parses what the
 /// network sends.
 pub fn serve(addr: SocketAddr, hub: Arc<MetricsHub>) -> Result<MetricsServer, String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("metrics: binding {addr}: {e}"))?;
@@ -523,7 +523,7 @@ pub fn serve(addr: SocketAddr, hub: Arc<MetricsHub>) -> Result<MetricsServer, St
         .spawn(move || {
             // Nothing on this thread needs a privilege: drop them all
             // before the first byte from the network is parsed.
-            let _ = crate::privs::drop_thread_privileges(&[]);
+            let _ = qosnet_io::privs::drop_thread_privileges(&[]);
             rt.block_on(accept_loop(l, hub, s2));
         })
         .map_err(|e| format!("metrics: starting the server thread: {e}"))?;

@@ -18,11 +18,11 @@ use std::sync::{Arc, Mutex};
 use qosnet_core::tdp::{is_tdp_tos, Ctr, TDP_TC_BIT, TDP_TF_BIT};
 use qosnet_core::time::Duration;
 use qosnet_core::wire;
-use qosnet_live::afpacket::{AfPacket, AfPacketConfig};
-use qosnet_live::device::{wait_readable, Device};
+use qosnet_io::afpacket::{AfPacket, AfPacketConfig};
+use qosnet_io::device::{wait_readable, Device};
+use qosnet_io::{clock, netns};
 use qosnet_live::labrun::{self, LiveLab, LiveOptions};
 use qosnet_live::testkit::{leftovers, require_root, tool, Guard};
-use qosnet_live::{clock, netns};
 use qosnet_scenario::load_str;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -636,7 +636,7 @@ fn garbage_at_a_router_port_is_counted_and_forwarding_carries_on() {
     let runner = std::thread::spawn(move || labrun::run(&sc2, &o2, stop));
     let ns = format!("{p}-h1");
     let t0 = std::time::Instant::now();
-    while !netns::exists(&ns) || netns::run_in(&ns, || qosnet_live::iface::index("h1-R")).is_err() {
+    while !netns::exists(&ns) || netns::run_in(&ns, || qosnet_io::iface::index("h1-R")).is_err() {
         assert!(t0.elapsed().as_secs() < 10, "lab never came up");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -96,7 +96,7 @@ pub fn run(a: GenArgs) -> Result<()> {
         count: a.count,
         seed: a.seed,
         measure: None,
-        spin: qosnet_live::clock::DEFAULT_SPIN,
+        spin: qosnet_io::clock::DEFAULT_SPIN,
     };
     let stop = ctrl_c_flag()?;
     let r = traffic::run_gen(&cfg, &stop).with_context(|| format!("sending to {}", a.dst))?;

@@ -343,7 +343,7 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
 /// inside it would do nothing.
 struct Faults {
     kills: Vec<(String, qosnet_core::time::Duration)>,
-    stalls: Option<qosnet_live::rt::StallSpec>,
+    stalls: Option<qosnet_io::rt::StallSpec>,
     crash_holding_token: Vec<(String, u64)>,
 }
 
@@ -358,7 +358,7 @@ impl Faults {
             f.kills.push(parse_kill(k, sc, processes)?);
         }
         if let Some(s) = &a.stall {
-            let spec = qosnet_live::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?;
+            let spec = qosnet_io::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?;
             spec.fits(sc.duration).map_err(|e| anyhow!("--stall {s}: {e}"))?;
             f.stalls = Some(spec);
         }
@@ -616,7 +616,7 @@ fn lab_merge(a: LabMergeArgs) -> Result<()> {
 fn lab_exec(a: LabExecArgs) -> Result<()> {
     need_root("qosnet lab exec")?;
     let ns = format!("{}-{}", a.prefix.prefix, a.node);
-    if !qosnet_live::netns::exists(&ns) {
+    if !qosnet_io::netns::exists(&ns) {
         bail!(
             "namespace {ns} does not exist (is `qosnet lab up` running with prefix {}?)",
             a.prefix.prefix

@@ -62,7 +62,7 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
         }
     };
     let e = qosnet_experiments::find(&name)?;
-    let mut devices = qosnet_live::netdev::PortDevices::default();
+    let mut devices = qosnet_io::netdev::PortDevices::default();
     crate::args::add_devices(&mut devices, &a.device)?;
     let o = RunOptions {
         overrides: a.run.overrides(),

@@ -33,7 +33,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
     s.set_max_flows(a.max_flows as usize);
     let stop = ctrl_c_flag()?;
     let until = match &a.duration {
-        Some(d) => qosnet_live::clock::now() + parse_duration(d)?,
+        Some(d) => qosnet_io::clock::now() + parse_duration(d)?,
         None => qosnet_core::Instant::MAX,
     };
     if !a.json {

@@ -56,7 +56,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let sim4 = sim_t4(&base)?;
 
     eprintln!("measuring this machine's timer noise (0.3 s)...");
-    let noise = qosnet_live::clock::measure_timer_noise(std::time::Duration::from_millis(300));
+    let noise = qosnet_io::clock::measure_timer_noise(std::time::Duration::from_millis(300));
     let lo = LiveOptions {
         prefix: o.prefix.clone(),
         timer_noise: false,
