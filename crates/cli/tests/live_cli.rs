@@ -7,8 +7,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use qosnet_io::netns;
-use qosnet_live::testkit::{node_processes, read_until, read_until_listed, repo, require_root, Guard, Kill};
-use qosnet_live::{lab, labrun};
+use qosnet_lab::testkit::{node_processes, read_until, read_until_listed, repo, require_root, Guard, Kill};
+use qosnet_lab::{lab, labrun};
 
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
@@ -461,7 +461,7 @@ fn rether_segment_carries_ping_and_tcp_live() {
         assert_eq!(created, 1, "tokens created");
         assert_eq!(c("s1", "admission_accepts"), 1, "RT session admitted");
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "one token and one admission",
             &format!("a station was {worst} ns late"),
         );
@@ -543,7 +543,7 @@ fn rether_survives_kill_of_a_station_live() {
     if worst < 50_000_000 {
         assert_eq!(session["revoked"], 0, "the RT session lost its reservation");
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "the reservation's survival",
             &format!("a station was {worst} ns late"),
         );

@@ -475,14 +475,14 @@ pub fn manifest(data: &[u8]) {
     }
 }
 
-/// A placement file ([`qosnet_live::placement::Placement::parse`]): an
+/// A placement file ([`qosnet_lab::placement::Placement::parse`]): an
 /// error names the file (and a line inside it); a placement that parses
 /// checks against its own nodes, and every machine derives the same
 /// tunnel for a link that crosses machines, mirrored (a chain of links
 /// through its first 64 nodes), or says the VNIs do not fit.
 pub fn placement(data: &[u8]) {
-    use qosnet_live::lab::{LabSpec, NodeKind};
-    use qosnet_live::placement::Placement;
+    use qosnet_lab::lab::{LabSpec, NodeKind};
+    use qosnet_lab::placement::Placement;
     let data = &data[..data.len().min(MAX_INPUT)];
     let text = String::from_utf8_lossy(data);
     let p = match Placement::parse(&text, "p.toml") {

@@ -877,7 +877,7 @@ mod tests {
         if rep.lateness.max_ns < 500_000 {
             assert!(span >= 15_000_000, "span {span} ns ({:?})", rep.lateness);
         } else {
-            crate::testkit::relaxed(
+            qosnet_io::noise::relaxed(
                 "pacing",
                 &format!("the driver was {} ns late", rep.lateness.max_ns),
             );

@@ -12,16 +12,7 @@
 
 #![forbid(unsafe_code)]
 
-pub mod bench;
-pub mod containerlab;
 pub mod driver;
-pub mod lab;
-pub mod labrun;
-pub mod labtools;
 pub mod metrics;
 pub mod node;
-pub mod placement;
 pub mod rethctl;
-pub mod tester;
-pub mod testkit;
-pub mod traffic;

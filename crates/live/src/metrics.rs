@@ -822,7 +822,7 @@ mod promtool {
 
 /// Run `promtool check metrics` on `text`; panics on its complaints,
 /// prints why it was skipped when the tool is missing (fails under CI:
-/// [`crate::testkit::missing`]). For tests.
+/// `qosnet_lab::testkit::missing`). For tests.
 #[doc(hidden)]
 pub fn check_with_promtool(text: &str) {
     use std::process::{Command, Stdio};

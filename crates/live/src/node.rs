@@ -206,7 +206,7 @@ fn open_host_tap(
             v.extend(["-n", ns.as_str()]);
         }
         v.extend(args);
-        crate::lab::ip(&v)
+        qosnet_io::iproute::ip(&v)
             .map(|_| ())
             .map_err(|e| format!("node {name}: {e}"))
     };

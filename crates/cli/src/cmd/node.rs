@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use qosnet_live::labrun::LiveOptions;
+use qosnet_lab::labrun::LiveOptions;
 use qosnet_live::node::{self, NodeConfig, OpenOptions};
 
 use super::print_driver;

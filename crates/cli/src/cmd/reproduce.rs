@@ -30,7 +30,7 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub live: bool,
     /// Namespace prefix of the live labs.
-    #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
+    #[arg(long, default_value = qosnet_lab::lab::DEFAULT_PREFIX)]
     pub prefix: String,
     /// Who sends the live runs' flows: `tester` (one thread owning the
     /// hosts' interfaces, exact send times, kernel receive timestamps),

@@ -1,5 +1,5 @@
 //! `qosnet sink`: receive measurement traffic and print per-flow loss,
-//! delay and jitter (`qosnet_live::traffic::Sink`).
+//! delay and jitter (`qosnet_lab::traffic::Sink`).
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::Ordering;
@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use clap::Args;
 use qosnet_experiments::report::fmt_ns;
-use qosnet_live::traffic;
+use qosnet_lab::traffic;
 
 use crate::args::{ctrl_c_flag, parse_duration};
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{anyhow, Result};
 use qosnet_core::time::Duration;
-use qosnet_live::labrun::LiveOptions;
+use qosnet_lab::labrun::LiveOptions;
 use qosnet_scenario::results::Results;
 
 use super::lab::{self, PingResult, T1Options, T1Point, T4Options, T4Run};

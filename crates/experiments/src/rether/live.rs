@@ -14,7 +14,7 @@
 
 use anyhow::{anyhow, Result};
 use qosnet_io::rundir::RunDir;
-use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
+use qosnet_lab::labrun::{self, LiveOptions, NodeProcesses};
 use qosnet_scenario::results::Results;
 use serde_json::Value;
 

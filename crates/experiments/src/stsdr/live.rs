@@ -24,7 +24,7 @@
 //! configuration) and the class shares on OL_1 ("bulk 2x").
 
 use anyhow::{anyhow, Result};
-use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
+use qosnet_lab::labrun::{self, LiveOptions, NodeProcesses};
 use qosnet_scenario::results::Results;
 use qosnet_scenario::Scenario;
 

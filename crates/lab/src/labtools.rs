@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::{Child, Stdio};
 
-use crate::driver::Driver;
 use crate::labrun::LiveLab;
 use qosnet_io::netdev::NetDevice;
 use qosnet_io::netns;
+use qosnet_live::driver::Driver;
 
 /// Is `bin` on the PATH?
 pub fn have(bin: &str) -> bool {

@@ -54,18 +54,19 @@ use qosnet_scenario::topo::Network;
 use qosnet_scenario::Scenario;
 use serde::Serialize;
 
-use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
 use crate::lab::{ip, Ipv4Net, Lab, LabError, LabLink, LabNode, LabSpec, NodeKind};
-use crate::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
 use crate::placement::{Placement, MEASURED_BOTH, MEASURED_SINK, MEASURED_SOURCE};
 use crate::traffic::{self, GenConfig, GenReport, Sink, SinkCounters};
 use qosnet_io::afpacket::{AfPacket, AfPacketConfig};
 use qosnet_io::clock::{self, LatenessSummary};
 use qosnet_io::netdev::{NetDevice, PortDevices};
 use qosnet_io::netns;
+use qosnet_live::driver::{Driver, DriverConfig, DriverReport, NodeHost};
+use qosnet_live::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
 
-/// Suffix of the sender namespace of a host whose flows loop back to it.
-pub const SENDER_SUFFIX: &str = "_tx";
+/// Suffix of the sender namespace of a host whose flows loop back to it
+/// (the lab's, which removes these namespaces with the lab's own).
+pub use crate::lab::SENDER_SUFFIX;
 
 /// A host split into a receiving and a sending namespace.
 #[derive(Clone, Debug, Serialize)]
@@ -387,7 +388,7 @@ pub fn open_nodes(
 /// code as in the simulator); hosts are kernel stacks in namespaces,
 /// segments Linux bridges. A new node kind needs no change here. A built
 /// node that is a host's interface (a RETHER station) also carries that
-/// host's kernel stack, on a TAP in its namespace ([`crate::node`]).
+/// host's kernel stack, on a TAP in its namespace ([`qosnet_live::node`]).
 fn hosted_here(sc: &Scenario, i: usize) -> bool {
     !sc.nodes[i].is_stack_host() && !sc.nodes[i].is_medium()
 }
@@ -416,7 +417,7 @@ pub struct LiveOptions {
     /// them all on one thread of this process.
     pub processes: Option<NodeProcesses>,
     /// Publish the routers' metrics snapshots here (`lab run/up --metrics`).
-    pub metrics: Option<Arc<crate::metrics::MetricsHub>>,
+    pub metrics: Option<Arc<qosnet_live::metrics::MetricsHub>>,
     /// Build and run only one machine's part of a lab split across
     /// machines.
     pub placement: Option<PlacedOn>,

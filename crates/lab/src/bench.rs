@@ -60,7 +60,6 @@ use qosnet_core::time::Duration;
 use qosnet_core::wire::{self, UdpSpec, ETH_HDR, IPV4_HDR, UDP_HDR};
 use serde::Serialize;
 
-use crate::driver::DriverConfig;
 use crate::lab::{Lab, LabSpec, NodeKind};
 use crate::labrun::{LiveLab, LiveOptions, TrafficSource};
 use qosnet_io::afpacket::{AfPacketConfig, TxMode};
@@ -68,6 +67,7 @@ use qosnet_io::clock;
 use qosnet_io::device::Device;
 use qosnet_io::netdev::{DeviceKind, NetDevice, PortDevices};
 use qosnet_io::xdp::XdpConfig;
+use qosnet_live::driver::DriverConfig;
 
 /// Settings of a forwarding benchmark.
 #[derive(Clone, Debug)]

@@ -10,7 +10,7 @@ mod afpacket {
     use qosnet_io::device::wait_readable;
     use qosnet_io::device::Device;
     use qosnet_io::netns;
-    use qosnet_live::testkit::{drain, require_root, seq_of, test_frame, test_prefix, two_hosts};
+    use qosnet_lab::testkit::{drain, require_root, seq_of, test_frame, test_prefix, two_hosts};
     use std::sync::atomic::Ordering;
 
     fn one_way(mode: TxMode) {
@@ -197,7 +197,7 @@ mod afpacket {
     fn stack_drop_hides_frames_from_the_kernel_only_while_open() {
         require_root();
         let prefix = test_prefix();
-        let _guard = qosnet_live::testkit::PrefixGuard(prefix.clone());
+        let _guard = qosnet_lab::testkit::PrefixGuard(prefix.clone());
         let lab = two_hosts(&prefix, ("198.18.0.1/24", "198.18.0.2/24"));
         let pb = lab.port("b", "a").unwrap().clone();
         let cfg = AfPacketConfig {
@@ -216,7 +216,7 @@ mod afpacket {
                 return;
             }
         }
-        let ping = |lab: &qosnet_live::lab::Lab| {
+        let ping = |lab: &qosnet_lab::lab::Lab| {
             // A failing command is an Err of `exec`.
             lab.exec("a", &["ping", "-c", "1", "-W", "1", "198.18.0.2"])
                 .is_ok_and(|o| o.status.success())
@@ -315,7 +315,7 @@ mod xdp {
     use qosnet_io::device::Device;
     use qosnet_io::xdp::*;
 
-    use qosnet_live::testkit::{drain, require_root, test_frame, two_hosts, PrefixGuard};
+    use qosnet_lab::testkit::{drain, require_root, test_frame, two_hosts, PrefixGuard};
 
     /// Return early, saying why, when this kernel has no AF_XDP sockets.
     macro_rules! require_af_xdp {
@@ -617,7 +617,7 @@ mod netdev {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn af_xdp_falls_back_to_af_packet_with_the_reason() {
-        use qosnet_live::testkit::{require_root, two_hosts, PrefixGuard};
+        use qosnet_lab::testkit::{require_root, two_hosts, PrefixGuard};
         require_root();
         let prefix = format!("qxd{}f", std::process::id());
         let _guard = PrefixGuard(prefix.clone());

@@ -57,6 +57,11 @@ use qosnet_io::{iface, netns};
 /// Prefix used when a description does not give one.
 pub const DEFAULT_PREFIX: &str = "qn";
 
+/// Suffix of the sender namespace a lab gives a host whose flows loop
+/// back to it (`{host}_tx`; [`crate::labrun`] lays them out): a lab's
+/// namespaces are its nodes' and these.
+pub const SENDER_SUFFIX: &str = "_tx";
+
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     #[error("invalid lab description: {0}")]
@@ -679,15 +684,21 @@ fn add_tunnel(
 
 /// Run `ip ARGS`, failing with its stderr if it exits non-zero.
 pub fn ip(args: &[&str]) -> Result<String, LabError> {
-    run_checked(Command::new("ip").args(args), &format!("ip {}", args.join(" ")))
+    Ok(qosnet_io::iproute::ip(args)?)
 }
 
-fn run_checked(cmd: &mut Command, shown: &str) -> Result<String, LabError> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(io_err(format!("running `{shown}`")))?;
-    check(out, shown).map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+impl From<qosnet_io::iproute::IpError> for LabError {
+    fn from(e: qosnet_io::iproute::IpError) -> LabError {
+        use qosnet_io::iproute::IpError;
+        match e {
+            IpError::Failed { cmd, status, stderr } => LabError::Command { cmd, status, stderr },
+            IpError::Spawn { cmd, source } => LabError::Io {
+                context: format!("running `{cmd}`"),
+                source,
+            },
+            IpError::Json { cmd, source } => LabError::Invalid(format!("`{cmd}`: {source}")),
+        }
+    }
 }
 
 fn check(out: Output, shown: &str) -> Result<Output, LabError> {
@@ -1102,7 +1113,7 @@ pub fn cleanup_nodes(prefix: &str, nodes: &[String]) -> Result<Vec<String>, LabE
     let mut want = HashSet::new();
     for n in nodes {
         want.insert(format!("{prefix}-{n}"));
-        want.insert(format!("{prefix}-{n}{}", crate::labrun::SENDER_SUFFIX));
+        want.insert(format!("{prefix}-{n}{}", SENDER_SUFFIX));
     }
     let nss: Vec<String> = netns::list()
         .map_err(io_err("listing network namespaces"))?

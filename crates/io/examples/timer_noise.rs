@@ -2,7 +2,7 @@
 //! busy-poll stalls and `wait_until` lateness, with the default timer slack
 //! and then with 1 ns slack (what a live driver sets).
 //!
-//! `cargo run --release -p qosnet-live --example timer_noise [SECONDS]`
+//! `cargo run --release -p qosnet-io --example timer_noise [SECONDS]`
 
 use qosnet_core::time::Duration;
 use qosnet_io::clock;
