@@ -15,4 +15,5 @@
 pub mod driver;
 pub mod metrics;
 pub mod node;
+pub mod report;
 pub mod rethctl;

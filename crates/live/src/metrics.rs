@@ -28,7 +28,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use qosnet_core::node::Node;
 
-use crate::driver::LoopStats;
+use crate::report::LoopStats;
 use qosnet_io::clock::Lateness;
 use qosnet_io::device::DeviceStats;
 
