@@ -43,13 +43,12 @@
 //! SIGINT/SIGTERM/SIGHUP remove every live lab of the process.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fmt;
 use std::net::Ipv4Addr;
 use std::process::{Command, Output, Stdio};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use qosnet_core::route::Ipv4Prefix;
 use qosnet_core::wire::MacAddr;
 
 use qosnet_io::{iface, netns};
@@ -87,57 +86,11 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError
     move |source| LabError::Io { context, source }
 }
 
-/// An IPv4 address with its prefix length, as in `10.0.0.1/24`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Ipv4Net {
-    pub addr: Ipv4Addr,
-    pub prefix_len: u8,
-}
-
-impl Ipv4Net {
-    /// `0.0.0.0/0`, the destination of a default route.
-    pub const DEFAULT: Ipv4Net = Ipv4Net {
-        addr: Ipv4Addr::UNSPECIFIED,
-        prefix_len: 0,
-    };
-
-    pub fn new(addr: Ipv4Addr, prefix_len: u8) -> Result<Self, LabError> {
-        if prefix_len > 32 {
-            return Err(LabError::Invalid(format!("prefix length {prefix_len} > 32")));
-        }
-        Ok(Ipv4Net { addr, prefix_len })
-    }
-    pub fn mask(&self) -> u32 {
-        if self.prefix_len == 0 {
-            0
-        } else {
-            u32::MAX << (32 - self.prefix_len as u32)
-        }
-    }
-    pub fn network(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) & self.mask())
-    }
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        u32::from(ip) & self.mask() == u32::from(self.network())
-    }
-}
-
-impl FromStr for Ipv4Net {
-    type Err = LabError;
-    /// `a.b.c.d/len`; a bare address means `/32`.
-    fn from_str(s: &str) -> Result<Self, LabError> {
-        let bad = || LabError::Invalid(format!("bad IPv4 prefix {s:?} (want a.b.c.d/len)"));
-        let (a, l) = s.split_once('/').unwrap_or((s, "32"));
-        let addr: Ipv4Addr = a.trim().parse().map_err(|_| bad())?;
-        let len: u8 = l.trim().parse().map_err(|_| bad())?;
-        Ipv4Net::new(addr, len).map_err(|_| bad())
-    }
-}
-
-impl fmt::Display for Ipv4Net {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix_len)
-    }
+/// `a.b.c.d/len` (a bare address means `/32`) from a lab description,
+/// as core's one prefix type.
+pub fn parse_net(s: &str) -> Result<Ipv4Prefix, LabError> {
+    s.parse()
+        .map_err(|_| LabError::Invalid(format!("bad IPv4 prefix {s:?} (want a.b.c.d/len)")))
 }
 
 /// What runs in a node's namespace.
@@ -178,8 +131,8 @@ pub struct LabNode {
 pub struct LabLink {
     pub a: String,
     pub b: String,
-    pub a_addr: Option<Ipv4Net>,
-    pub b_addr: Option<Ipv4Net>,
+    pub a_addr: Option<Ipv4Prefix>,
+    pub b_addr: Option<Ipv4Prefix>,
     /// IP MTU of both ends.
     pub mtu: u32,
     /// Transmit queue length of both ends (matters once a qdisc is attached;
@@ -189,7 +142,7 @@ pub struct LabLink {
 
 impl LabLink {
     /// A link with MTU 1500 and txqueuelen 1000.
-    pub fn new(a: &str, a_addr: Option<Ipv4Net>, b: &str, b_addr: Option<Ipv4Net>) -> Self {
+    pub fn new(a: &str, a_addr: Option<Ipv4Prefix>, b: &str, b_addr: Option<Ipv4Prefix>) -> Self {
         LabLink {
             a: a.into(),
             b: b.into(),
@@ -205,7 +158,7 @@ impl LabLink {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LabRoute {
     pub node: String,
-    pub dst: Ipv4Net,
+    pub dst: Ipv4Prefix,
     pub via: Ipv4Addr,
 }
 
@@ -292,17 +245,17 @@ impl LabSpec {
     }
     /// Add a link with MTU 1500; addresses as `a.b.c.d/len`, or `""` for
     /// none. Meant for literals in code and tests: it panics on a malformed
-    /// address. Input from files goes through [`Ipv4Net::from_str`] and
+    /// address. Input from files goes through [`Ipv4Prefix::from_str`] and
     /// [`LabLink::new`] instead, which report errors.
     pub fn link(mut self, a: &str, a_addr: &str, b: &str, b_addr: &str) -> Self {
-        let parse = |s: &str| -> Option<Ipv4Net> {
+        let parse = |s: &str| -> Option<Ipv4Prefix> {
             (!s.is_empty()).then(|| s.parse().unwrap_or_else(|e| panic!("{e}")))
         };
         self.links.push(LabLink::new(a, parse(a_addr), b, parse(b_addr)));
         self
     }
     /// Add a static route.
-    pub fn route(mut self, node: &str, dst: Ipv4Net, via: Ipv4Addr) -> Self {
+    pub fn route(mut self, node: &str, dst: Ipv4Prefix, via: Ipv4Addr) -> Self {
         self.routes.push(LabRoute {
             node: node.into(),
             dst,
@@ -428,12 +381,12 @@ pub struct Port {
     pub mac: MacAddr,
     /// The address from the spec (configured in the kernel only on hosts and
     /// kernel routers).
-    pub addr: Option<Ipv4Net>,
+    pub addr: Option<Ipv4Prefix>,
     pub mtu: u32,
     pub peer_node: String,
     pub peer_ifname: String,
     pub peer_mac: MacAddr,
-    pub peer_addr: Option<Ipv4Net>,
+    pub peer_addr: Option<Ipv4Prefix>,
     /// Index of the link in the spec.
     pub link: usize,
 }
@@ -835,10 +788,7 @@ impl Lab {
             ])?;
         }
         for n in local.iter().filter(|n| n.kind == NodeKind::Host) {
-            let has_default = spec
-                .routes
-                .iter()
-                .any(|r| r.node == n.name && r.dst.prefix_len == 0);
+            let has_default = spec.routes.iter().any(|r| r.node == n.name && r.dst.len == 0);
             if has_default {
                 continue;
             }
@@ -1035,15 +985,11 @@ impl Drop for Lab {
     }
 }
 
-fn route_dst(d: Ipv4Net) -> String {
-    if d.prefix_len == 0 {
+fn route_dst(d: Ipv4Prefix) -> String {
+    if d.len == 0 {
         "default".into()
     } else {
-        Ipv4Net {
-            addr: d.network(),
-            prefix_len: d.prefix_len,
-        }
-        .to_string()
+        d.network().to_string()
     }
 }
 
@@ -1201,15 +1147,15 @@ mod tests {
 
     #[test]
     fn ipv4net_parses_and_masks() {
-        let n: Ipv4Net = "10.1.2.3/24".parse().unwrap();
-        assert_eq!(n.network(), Ipv4Addr::new(10, 1, 2, 0));
+        let n: Ipv4Prefix = "10.1.2.3/24".parse().unwrap();
+        assert_eq!(n.network().addr, Ipv4Addr::new(10, 1, 2, 0));
         assert!(n.contains(Ipv4Addr::new(10, 1, 2, 200)));
         assert!(!n.contains(Ipv4Addr::new(10, 1, 3, 1)));
         assert_eq!(n.to_string(), "10.1.2.3/24");
-        assert_eq!("1.2.3.4".parse::<Ipv4Net>().unwrap().prefix_len, 32);
-        assert!("1.2.3.4/33".parse::<Ipv4Net>().is_err());
-        assert!("x/3".parse::<Ipv4Net>().is_err());
-        assert!(Ipv4Net::DEFAULT.contains(Ipv4Addr::new(8, 8, 8, 8)));
+        assert_eq!(parse_net("1.2.3.4").unwrap().len, 32);
+        assert!(parse_net("1.2.3.4/33").is_err());
+        assert!(parse_net("x/3").is_err());
+        assert!(Ipv4Prefix::DEFAULT.contains(Ipv4Addr::new(8, 8, 8, 8)));
     }
 
     #[test]
@@ -1260,7 +1206,7 @@ mod tests {
         assert!(big.validate().is_err());
         let r = ok.clone().node("r", NodeKind::Router);
         assert!(r
-            .route("r", Ipv4Net::DEFAULT, Ipv4Addr::LOCALHOST)
+            .route("r", Ipv4Prefix::DEFAULT, Ipv4Addr::LOCALHOST)
             .validate()
             .is_err());
     }
