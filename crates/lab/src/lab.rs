@@ -695,7 +695,15 @@ impl Lab {
                 return Err(LabError::Exists(ns));
             }
         }
-        for n in &local {
+        self.add_namespaces(&spec, &local)?;
+        self.add_links(&spec)?;
+        self.bridges()?;
+        self.add_routes(&spec, &local)
+    }
+
+    /// A namespace per local node, with loopback up and its sysctls set.
+    fn add_namespaces(&mut self, spec: &LabSpec, local: &[&LabNode]) -> Result<(), LabError> {
+        for n in local {
             let ns = spec.netns_name(&n.name);
             // Registered first: a signal arriving between the two steps
             // must not leave an unregistered namespace behind.
@@ -731,9 +739,14 @@ impl Lab {
                 netns::write_sysctl(&ns, k, v).map_err(io_err(format!("in {ns}")))?;
             }
         }
+        Ok(())
+    }
 
+    /// Each link's veth pair (or, for a link with one end on another
+    /// machine, its VXLAN tunnel), addressed and up.
+    fn add_links(&mut self, spec: &LabSpec) -> Result<(), LabError> {
         // Ports come in pairs, a end then b end, in link order.
-        let planned = plan_ports(&spec);
+        let planned = plan_ports(spec);
         for (i, (l, pair)) in spec.links.iter().zip(planned.chunks(2)).enumerate() {
             let (a, b) = (&pair[0], &pair[1]);
             let (mtu, qlen) = (l.mtu.to_string(), l.txqueuelen.to_string());
@@ -773,8 +786,12 @@ impl Lab {
             }
             self.ports.extend(here);
         }
-        self.bridges()?;
+        Ok(())
+    }
 
+    /// The spec's routes, and a default route for each host via the router
+    /// at the other end of its first link to one.
+    fn add_routes(&self, spec: &LabSpec, local: &[&LabNode]) -> Result<(), LabError> {
         for r in spec.routes.iter().filter(|r| spec.is_local(&r.node)) {
             let ns = spec.netns_name(&r.node);
             ip(&[

@@ -198,8 +198,28 @@ pub fn layout_for(
         spec.links.push(link);
         debug_assert_eq!(li + 1, spec.links.len());
     }
-    // Hosts behind a switch or on a segment reach the world through their
-    // broadcast domain's first router (a host linked to a router directly
+    host_routes(sc, net, &mut spec);
+    let (splits, sender_of) = split_hosts(sc, net, &looping, &mut spec)?;
+    let flow_src = sc
+        .flows
+        .iter()
+        .map(|f| match sender_of.get(&f.from) {
+            Some((s, a)) => (s.clone(), *a),
+            None => (sc.nodes[f.from].name.clone(), net.host_ip(f.from)),
+        })
+        .collect();
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(LiveLayout {
+        spec,
+        splits,
+        flow_src,
+    })
+}
+
+/// Hosts behind a switch or on a segment reach the world through their
+/// broadcast domain's first router (a host linked to a router directly
+/// gets that router as its default gateway from the lab itself).
+fn host_routes(sc: &Scenario, net: &Network, spec: &mut LabSpec) {
     // gets that router as its default gateway from the lab itself).
     for (i, n) in sc.nodes.iter().enumerate() {
         let Some(f) = net.nodes[i].ifaces.first() else {
@@ -240,9 +260,22 @@ pub fn layout_for(
             }
         }
     }
+}
+
+/// The sender namespaces of hosts whose flows loop back to them (a
+/// second address of the host's subnet, joined to the host by a link of
+/// their own; [`post_up`] bridges them): the splits, and per such host its
+/// sender's (namespace, address).
+#[allow(clippy::type_complexity)]
+fn split_hosts(
+    sc: &Scenario,
+    net: &Network,
+    looping: &[usize],
+    spec: &mut LabSpec,
+) -> Result<(Vec<Split>, BTreeMap<usize, (String, Ipv4Addr)>), String> {
     let mut splits = Vec::new();
     let mut sender_of = BTreeMap::new();
-    for &h in &looping {
+    for &h in looping {
         let host = &sc.nodes[h].name;
         let sender = format!("{host}{SENDER_SUFFIX}");
         if sc.node_index(&sender).is_some() {
@@ -277,20 +310,7 @@ pub fn layout_for(
             gateway: f.peer_ip,
         });
     }
-    let flow_src = sc
-        .flows
-        .iter()
-        .map(|f| match sender_of.get(&f.from) {
-            Some((s, a)) => (s.clone(), *a),
-            None => (sc.nodes[f.from].name.clone(), net.host_ip(f.from)),
-        })
-        .collect();
-    spec.validate().map_err(|e| e.to_string())?;
-    Ok(LiveLayout {
-        spec,
-        splits,
-        flow_src,
-    })
+    Ok((splits, sender_of))
 }
 
 /// Set up what [`Lab::up`] does not: the bridges and addresses of split
