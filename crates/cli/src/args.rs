@@ -12,7 +12,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use qosnet_core::time::Duration;
 use qosnet_experiments::Overrides;
-use qosnet_live::labrun::LiveOptions;
+use qosnet_lab::labrun::LiveOptions;
 use qosnet_scenario::{load_file, load_str, Scenario};
 
 /// Changes to the scenario of a run (of every run, for `reproduce`).
@@ -81,7 +81,7 @@ impl ScenarioArgs {
 #[derive(Args, Clone, Debug)]
 pub struct PrefixArgs {
     /// Namespace prefix: namespaces are PREFIX-NODE.
-    #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
+    #[arg(long, default_value = qosnet_lab::lab::DEFAULT_PREFIX)]
     pub prefix: String,
 }
 
@@ -129,7 +129,7 @@ impl DriverArgs {
 }
 
 /// Apply `--device` arguments, in order, to `devices`.
-pub fn add_devices(devices: &mut qosnet_live::netdev::PortDevices, args: &[String]) -> Result<()> {
+pub fn add_devices(devices: &mut qosnet_io::netdev::PortDevices, args: &[String]) -> Result<()> {
     for d in args {
         devices.add_arg(d).map_err(|e| anyhow!(e))?;
     }
@@ -188,7 +188,7 @@ impl MetricsArgs {
 }
 
 /// `--traffic tester|kernel|auto`: `None` for auto (the scenario decides).
-pub fn parse_traffic(s: &str) -> Result<Option<qosnet_live::labrun::TrafficSource>> {
+pub fn parse_traffic(s: &str) -> Result<Option<qosnet_lab::labrun::TrafficSource>> {
     if s == "auto" {
         return Ok(None);
     }
@@ -210,13 +210,13 @@ pub fn split_at<'a>(flag: &str, arg: &'a str, form: &str, example: &str) -> Resu
 
 /// Root, or an error saying why `what` needs it.
 pub fn need_root(what: &str) -> Result<()> {
-    qosnet_live::labtools::require_root(what).map_err(|e| anyhow!(e))
+    qosnet_lab::labtools::require_root(what).map_err(|e| anyhow!(e))
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP set the returned flag; labs of this process
 /// are removed even if the program does not get to it within 5 s.
 pub fn signals() -> Result<Arc<AtomicBool>> {
-    qosnet_live::lab::install_signal_cleanup(std::time::Duration::from_secs(5))
+    qosnet_lab::lab::install_signal_cleanup(std::time::Duration::from_secs(5))
         .context("installing signal handlers")
 }
 

@@ -3,6 +3,8 @@
 //! [`args`], and the work is in the library crates (`qosnet-sim`,
 //! `qosnet-live`, `qosnet-experiments`).
 
+#![forbid(unsafe_code)]
+
 #[macro_use]
 extern crate qosnet_experiments;
 

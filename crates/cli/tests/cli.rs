@@ -409,8 +409,7 @@ mod hardening {
                 }
             }
         }
-        // SAFETY: signals our own child by its pid.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
         let t = Instant::now();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {

@@ -6,8 +6,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use qosnet_live::testkit::{node_processes, read_until, read_until_listed, repo, require_root, Guard, Kill};
-use qosnet_live::{lab, labrun, netns};
+use qosnet_io::netns;
+use qosnet_lab::testkit::{node_processes, read_until, read_until_listed, repo, require_root, Guard, Kill};
+use qosnet_lab::{lab, labrun};
 
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
@@ -40,8 +41,7 @@ fn router_config_forwards_between_lab_hosts() {
     let text = read_until(&mut out, |t| t.contains("running"));
     assert!(text.contains("port 0: R-h1"), "{text}");
     let ping = lab.exec("h1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.1.2"]);
-    // SAFETY: SIGINT to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
     let st = child.wait().unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
@@ -188,13 +188,11 @@ fn one_process_per_node_survives_kill_of_one() {
     assert!(reaches("h1", "10.0.2.2"), "h1 -> h2 before the kill");
     assert!(reaches("h3", "10.0.2.2"), "h3 -> h2 before the kill");
     let r1 = procs.iter().find(|(_, c)| c.contains("/R1.toml")).unwrap().0;
-    // SAFETY: SIGKILL to a node process of our own lab.
-    unsafe { libc::kill(r1 as i32, libc::SIGKILL) };
+    let _ = qosnet_io::process::kill(r1, qosnet_io::process::Signal::KILL);
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(cut_off("h1", "10.0.2.2"), "h1 still reaches h2 with R1 dead");
     assert!(reaches("h3", "10.0.2.2"), "R2 stopped forwarding when R1 died");
-    // SAFETY: SIGINT to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
     let st = child.wait().unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
@@ -318,8 +316,7 @@ fn lab_up_serves_prometheus_metrics() {
     qosnet_live::metrics::check_with_promtool(&body);
     let om = scrape("application/openmetrics-text;version=1.0.0");
     assert!(om.ends_with("# EOF\n"), "{om}");
-    // SAFETY: SIGINT to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
     let st = child.wait().unwrap();
     assert!(st.success(), "{st}");
     assert!(!netns::exists(&format!("{prefix}-R")), "lab left behind");
@@ -464,7 +461,7 @@ fn rether_segment_carries_ping_and_tcp_live() {
         assert_eq!(created, 1, "tokens created");
         assert_eq!(c("s1", "admission_accepts"), 1, "RT session admitted");
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "one token and one admission",
             &format!("a station was {worst} ns late"),
         );
@@ -546,7 +543,7 @@ fn rether_survives_kill_of_a_station_live() {
     if worst < 50_000_000 {
         assert_eq!(session["revoked"], 0, "the RT session lost its reservation");
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "the reservation's survival",
             &format!("a station was {worst} ns late"),
         );

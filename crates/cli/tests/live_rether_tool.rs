@@ -11,9 +11,9 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use qosnet_live::netns;
+use qosnet_io::netns;
+use qosnet_lab::testkit::{repo, require_root, Guard, Kill, Reap};
 use qosnet_live::rethctl::{self, Client, Request};
-use qosnet_live::testkit::{repo, require_root, Guard, Kill, Reap};
 use serde_json::Value;
 
 fn qosnet() -> Command {
@@ -67,8 +67,7 @@ fn rt_set(v: &Value) -> Vec<String> {
 }
 
 fn stop_lab(mut child: Child, prefix: &str) {
-    // SAFETY: SIGINT to our own child: `lab up` removes its lab.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
     let _ = child.wait();
     let left: Vec<String> = netns::list()
         .unwrap()
@@ -162,7 +161,7 @@ fn rether_tool_session_holds_its_reservation_under_nrt_load_live() {
 
     // NRT load: iperf3 TCP s2 -> s1 for the whole stream.
     let ns = |n: &str| format!("{prefix}-{n}");
-    let have_iperf = qosnet_live::testkit::tool("iperf3");
+    let have_iperf = qosnet_lab::testkit::tool("iperf3");
     let mut server = None;
     let client = if have_iperf {
         let s = Command::new("ip")
@@ -345,7 +344,7 @@ fn rether_tool_session_holds_its_reservation_under_nrt_load_live() {
     if regen == 0 {
         assert_eq!(missed, 0, "the session missed cycles with one token throughout");
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "cycles without a visit",
             &format!("the token was regenerated {regen} time(s)"),
         );
@@ -566,7 +565,7 @@ fn rether_crash_of_the_token_holder_live() {
     }
     if outage_ms > bound_ms {
         let lat = ctr(&survivors[0], "token_retransmits");
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "the ping outage bound (4x it checked)",
             &format!("outage {outage_ms:.0} ms above {bound_ms:.1} ms, {lat} retransmits at s1"),
         );
@@ -767,7 +766,7 @@ fn token_frame_fault_live(tag: &str, kind: rethctl::WireFault) {
     if stall < margin {
         assert_eq!((dead, regen), (0, 0), "a lost frame cost a node or a token");
     } else if (dead, regen) != (0, 0) {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "no node declared dead and no regeneration",
             &format!("a measured stall of {:.0} ms", stall as f64 / 1e6),
         );
@@ -796,7 +795,7 @@ fn token_frame_fault_live(tag: &str, kind: rethctl::WireFault) {
     );
     assert!(rx >= 20, "the session stopped receiving: {rx} units");
     if post > limit {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "the RT-visit gap limit (4x it checked)",
             &format!(
                 "gap {:.1} ms above {:.1} ms",
@@ -867,8 +866,8 @@ fn rether_node_join_during_a_cycle_live() {
         .collect();
     assert_eq!(pids.len(), 1, "s3's station process ({})", conf.display());
     for p in &pids {
-        // SAFETY: kill(2) of the station process our lab started.
-        unsafe { libc::kill(*p, libc::SIGKILL) };
+        // The station process our lab started.
+        let _ = qosnet_io::process::kill(*p as u32, qosnet_io::process::Signal::KILL);
     }
     let t = Instant::now();
     let dead_listed = |v: &Value| {

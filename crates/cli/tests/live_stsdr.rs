@@ -23,9 +23,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use qosnet_core::time::Duration;
-use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
-use qosnet_live::netns;
-use qosnet_live::testkit::{repo, require_root, Guard};
+use qosnet_io::netns;
+use qosnet_lab::labrun::{self, LiveOptions, NodeProcesses};
+use qosnet_lab::testkit::{repo, require_root, Guard};
 use qosnet_scenario::results::Results;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -88,7 +88,7 @@ fn punctual(r: &Results) -> bool {
     if worst < 100_000_000 {
         return true;
     }
-    qosnet_live::testkit::relaxed(
+    qosnet_lab::testkit::relaxed(
         "end state (live forwarders, master)",
         &format!("a node process was {worst} ns late"),
     );
@@ -136,7 +136,7 @@ fn kill_delivery(r: &Results, frac: f64, total: f64, downs: u64) {
         );
         return;
     }
-    qosnet_live::testkit::relaxed(
+    qosnet_lab::testkit::relaxed(
         &format!("every flow >= {:.0} % after the kill", 100.0 * frac),
         &format!("{spurious} spurious down declarations, node timers late by up to {worst} ns"),
     );
@@ -184,7 +184,7 @@ fn stsdr_lds_live_delivers_and_runs_ds_cycles() {
             "received {recv} of {sent} although no node process was late by 100 ms"
         );
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "the overall delivery bound",
             &format!("a node process was {worst} ns late"),
         );

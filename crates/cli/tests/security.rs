@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use qosnet_live::testkit::{node_processes, read_until_listed, repo, require_root, Guard};
+use qosnet_lab::testkit::{node_processes, read_until_listed, repo, require_root, Guard};
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -32,9 +32,9 @@ fn as_nobody(script: &str, args: &[&str]) -> Command {
 }
 
 fn have_tools() -> bool {
-    let ok = Path::new(PYTHON).exists() && qosnet_live::labtools::have("setpriv");
+    let ok = Path::new(PYTHON).exists() && qosnet_lab::labtools::have("setpriv");
     if !ok {
-        qosnet_live::testkit::missing(&format!("{PYTHON} and setpriv, to act as another user"));
+        qosnet_lab::testkit::missing(&format!("{PYTHON} and setpriv, to act as another user"));
     }
     ok
 }
@@ -268,7 +268,7 @@ fn node_processes_keep_no_capability() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let _kill = qosnet_live::testkit::Kill(child.id());
+    let _kill = qosnet_lab::testkit::Kill(child.id());
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let text = read_until_listed(&mut out, "h2");
     // The lab's one node process (R).
@@ -304,8 +304,7 @@ fn node_processes_keep_no_capability() {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    // SAFETY: SIGINT to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = qosnet_io::process::kill(child.id(), qosnet_io::process::Signal::INT);
     let _ = child.wait();
     for (name, eff, prm, nnp) in &threads {
         assert!(

@@ -18,8 +18,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use qosnet_live::testkit::{repo, require_root_for, tool};
-use qosnet_live::{lab, netns};
+use qosnet_io::netns;
+use qosnet_lab::lab;
+use qosnet_lab::testkit::{repo, require_root_for, tool};
 
 fn qosnet() -> Command {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("qosnet"));

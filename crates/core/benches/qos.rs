@@ -9,10 +9,8 @@
 //! spread), with the heap bytes per flow measured by a counting allocator;
 //! see [`paired`].
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration as StdDuration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -90,37 +88,18 @@ fn make(name: &str) -> Box<dyn Scheduler> {
 }
 
 /// Live heap bytes, so memory per flow is measured (queue buffers, heaps,
-/// index tables and all) rather than only computed from type sizes.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new, Relaxed);
-        LIVE.fetch_sub(l.size(), Relaxed);
-        System.realloc(p, l, new)
-    }
-}
-
+/// index tables and all) rather than only computed from type sizes
+/// (`peak_alloc` counts them: no allocator of our own, so no `unsafe`).
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 /// A filled scheduler and the heap bytes it holds beyond its packets'
 /// payloads (the `Packet` structs themselves, in the queues, are counted).
 fn filled(name: &str, flows: u32) -> (Box<dyn Scheduler>, usize) {
-    let before = LIVE.load(Relaxed);
+    let before = ALLOC.current_usage();
     let mut s = make(name);
     fill(s.as_mut(), flows);
-    let bytes = LIVE.load(Relaxed) - before - 2 * flows as usize * PKT;
+    let bytes = ALLOC.current_usage() - before - 2 * flows as usize * PKT;
     (s, bytes)
 }
 

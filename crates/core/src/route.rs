@@ -8,11 +8,115 @@
 
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::str::FromStr;
+
+/// An IPv4 prefix, `a.b.c.d/len` (CIDR notation, RFC 4632 §3.1): the one
+/// prefix type of qosnet, for routes, scenario subnets and lab addresses
+/// alike. The address keeps its host bits (an interface address such as
+/// `10.0.1.1/24` is one); [`Ipv4Prefix::network`] clears them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ipv4Prefix {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+}
+
+/// Why a text is not an IPv4 prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrefixError {
+    /// No `/`: the whole text.
+    NoLength(String),
+    /// The part before `/`.
+    BadAddress(String),
+    /// The part after `/`, or a number above 32.
+    BadLength(String),
+}
+
+impl fmt::Display for PrefixError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrefixError::NoLength(s) => write!(f, "`{s}` is not ADDRESS/LENGTH"),
+            PrefixError::BadAddress(a) => write!(f, "`{a}` is not an IPv4 address"),
+            PrefixError::BadLength(l) => write!(f, "`{l}` is not a prefix length 0..=32"),
+        }
+    }
+}
+
+impl std::error::Error for PrefixError {}
+
+impl Ipv4Prefix {
+    /// `0.0.0.0/0`, the destination of a default route.
+    pub const DEFAULT: Ipv4Prefix = Ipv4Prefix {
+        addr: Ipv4Addr::UNSPECIFIED,
+        len: 0,
+    };
+
+    /// `addr/len`; a length above 32 is refused.
+    pub fn new(addr: Ipv4Addr, len: u8) -> Result<Ipv4Prefix, PrefixError> {
+        if len > 32 {
+            return Err(PrefixError::BadLength(len.to_string()));
+        }
+        Ok(Ipv4Prefix { addr, len })
+    }
+
+    /// `a.b.c.d/len`, the length required (a scenario's subnets and
+    /// route prefixes).
+    pub fn parse_cidr(s: &str) -> Result<Ipv4Prefix, PrefixError> {
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| PrefixError::NoLength(s.to_string()))?;
+        Self::parse_parts(a, l)
+    }
+
+    fn parse_parts(a: &str, l: &str) -> Result<Ipv4Prefix, PrefixError> {
+        let addr: Ipv4Addr = a.parse().map_err(|_| PrefixError::BadAddress(a.to_string()))?;
+        let len = l
+            .parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .ok_or_else(|| PrefixError::BadLength(l.to_string()))?;
+        Ok(Ipv4Prefix { addr, len })
+    }
+
+    /// The netmask as a host-order word.
+    pub fn mask(&self) -> u32 {
+        mask(self.len)
+    }
+
+    /// The same prefix with the host bits cleared (`10.0.1.1/24` →
+    /// `10.0.1.0/24`).
+    pub fn network(&self) -> Ipv4Prefix {
+        Ipv4Prefix {
+            addr: Ipv4Addr::from(u32::from(self.addr) & self.mask()),
+            len: self.len,
+        }
+    }
+
+    /// Whether `ip` lies inside the prefix.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & self.mask() == u32::from(self.addr) & self.mask()
+    }
+}
+
+/// `a.b.c.d/len`; a bare address means `/32` (a host). Surrounding
+/// blanks around either part are allowed.
+impl FromStr for Ipv4Prefix {
+    type Err = PrefixError;
+    fn from_str(s: &str) -> Result<Ipv4Prefix, PrefixError> {
+        let (a, l) = s.split_once('/').unwrap_or((s, "32"));
+        Self::parse_parts(a.trim(), l.trim())
+    }
+}
+
+impl fmt::Display for Ipv4Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
-    pub prefix: Ipv4Addr,
-    pub len: u8,
+    /// The destinations this route covers.
+    pub dst: Ipv4Prefix,
     /// Inclusive TTL range the route applies to (TTL as received).
     pub ttl: (u8, u8),
     pub port: u16,
@@ -23,8 +127,10 @@ pub struct Route {
 impl Route {
     pub fn new(prefix: Ipv4Addr, len: u8, port: u16) -> Self {
         Route {
-            prefix,
-            len: len.min(32),
+            dst: Ipv4Prefix {
+                addr: prefix,
+                len: len.min(32),
+            },
             ttl: (0, 255),
             port,
             gateway: None,
@@ -39,17 +145,17 @@ impl Route {
         self
     }
     fn mask(&self) -> u32 {
-        mask(self.len)
+        self.dst.mask()
     }
     pub fn matches(&self, dst: Ipv4Addr, ttl: u8) -> bool {
-        u32::from(dst) & self.mask() == u32::from(self.prefix) & self.mask()
-            && (self.ttl.0..=self.ttl.1).contains(&ttl)
+        self.dst.contains(dst) && (self.ttl.0..=self.ttl.1).contains(&ttl)
     }
     fn ttl_specific(&self) -> bool {
         self.ttl != (0, 255)
     }
 }
 
+/// The netmask of a prefix length, as a host-order word.
 pub fn mask(len: u8) -> u32 {
     if len == 0 {
         0
@@ -60,7 +166,7 @@ pub fn mask(len: u8) -> u32 {
 
 impl fmt::Display for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.prefix, self.len)?;
+        write!(f, "{}", self.dst)?;
         if self.ttl_specific() {
             write!(f, " ttl {}..={}", self.ttl.0, self.ttl.1)?;
         }
@@ -118,7 +224,7 @@ impl MatchKey {
     fn of(r: &Route) -> Self {
         MatchKey {
             mask: r.mask(),
-            net: u32::from(r.prefix) & r.mask(),
+            net: u32::from(r.dst.addr) & r.mask(),
             lo: r.ttl.0,
             hi: r.ttl.1,
         }
@@ -136,10 +242,10 @@ impl RouteTable {
     /// Add a route. Refuses an exact duplicate key (same prefix, length and
     /// overlapping TTL range) with a message naming both routes.
     pub fn add(&mut self, r: Route) -> Result<(), String> {
-        let key = u32::from(r.prefix) & r.mask();
+        let key = u32::from(r.dst.addr) & r.mask();
         if let Some(o) = self.routes.iter().find(|o| {
-            o.len == r.len
-                && u32::from(o.prefix) & o.mask() == key
+            o.dst.len == r.dst.len
+                && u32::from(o.dst.addr) & o.mask() == key
                 && o.ttl.0 <= r.ttl.1
                 && r.ttl.0 <= o.ttl.1
                 && o.ttl_specific() == r.ttl_specific()
@@ -149,7 +255,7 @@ impl RouteTable {
         let pos = self
             .routes
             .iter()
-            .position(|o| (o.len, o.ttl_specific()) < (r.len, r.ttl_specific()))
+            .position(|o| (o.dst.len, o.ttl_specific()) < (r.dst.len, r.ttl_specific()))
             .unwrap_or(self.routes.len());
         self.routes.insert(pos, r);
         self.keys.insert(pos, MatchKey::of(&r));
@@ -195,6 +301,28 @@ impl RouteTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_parse_print_and_contain() {
+        let p: Ipv4Prefix = "10.1.2.3/24".parse().unwrap();
+        assert_eq!(p.to_string(), "10.1.2.3/24");
+        assert_eq!(p.network().to_string(), "10.1.2.0/24");
+        assert!(p.contains(Ipv4Addr::new(10, 1, 2, 200)) && !p.contains(Ipv4Addr::new(10, 1, 3, 1)));
+        assert_eq!("1.2.3.4".parse::<Ipv4Prefix>().unwrap().len, 32);
+        assert_eq!(" 1.2.3.4 / 8 ".parse::<Ipv4Prefix>().unwrap().len, 8);
+        assert!(Ipv4Prefix::DEFAULT.contains(Ipv4Addr::new(8, 8, 8, 8)));
+        assert_eq!(Ipv4Prefix::parse_cidr("10.0.0.0/8").unwrap().len, 8);
+        let e = |s: &str| Ipv4Prefix::parse_cidr(s).unwrap_err().to_string();
+        assert_eq!(e("10.0.0.0"), "`10.0.0.0` is not ADDRESS/LENGTH");
+        assert_eq!(e("10.0.0/8"), "`10.0.0` is not an IPv4 address");
+        assert_eq!(e("10.0.0.0/33"), "`33` is not a prefix length 0..=32");
+        assert!("x/3".parse::<Ipv4Prefix>().is_err());
+        assert_eq!(
+            Ipv4Prefix::new(Ipv4Addr::LOCALHOST, 33),
+            Err(PrefixError::BadLength("33".into()))
+        );
+        assert_eq!(Route::new(Ipv4Addr::new(10, 0, 0, 0), 40, 1).dst.len, 32);
+    }
 
     fn ip(s: &str) -> Ipv4Addr {
         s.parse().unwrap()

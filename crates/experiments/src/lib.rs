@@ -16,6 +16,8 @@
 //! Also here: the human-readable reports every subcommand prints
 //! ([`report`]) and the overrides of the command line ([`Overrides`]).
 
+#![forbid(unsafe_code)]
+
 /// Print to stdout; a closed pipe (`qosnet ... | head`) ends the program
 /// quietly instead of panicking.
 #[macro_export]
@@ -265,11 +267,11 @@ pub struct RunOptions {
     /// Namespace prefix of live labs.
     pub prefix: String,
     /// Who sends live runs' flows; `None`: each scenario's default
-    /// ([`TrafficSource::auto`](qosnet_live::labrun::TrafficSource::auto):
+    /// ([`TrafficSource::auto`](qosnet_lab::labrun::TrafficSource::auto):
     /// the tester for TDP testbeds).
-    pub traffic: Option<qosnet_live::labrun::TrafficSource>,
+    pub traffic: Option<qosnet_lab::labrun::TrafficSource>,
     /// Live runs' port devices (AF_PACKET unless `--device` says AF_XDP).
-    pub devices: qosnet_live::netdev::PortDevices,
+    pub devices: qosnet_io::netdev::PortDevices,
     /// `--stall LEN/EVERY`: every run's routers stalled together on this
     /// schedule, simulated and live alike (`qosnet sim --stall`, `qosnet
     /// lab run --stall`). Only experiments with [`Experiment::stall`].
@@ -281,7 +283,7 @@ impl Default for RunOptions {
         RunOptions {
             overrides: Overrides::default(),
             out: None,
-            prefix: qosnet_live::lab::DEFAULT_PREFIX.into(),
+            prefix: qosnet_lab::lab::DEFAULT_PREFIX.into(),
             traffic: None,
             devices: Default::default(),
             stall: None,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use qosnet_core::Duration;
-use qosnet_live::clock::LatenessSummary;
+use qosnet_io::clock::LatenessSummary;
 use qosnet_scenario::results::Results;
 use qosnet_scenario::Paper;
 

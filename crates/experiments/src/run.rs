@@ -189,13 +189,13 @@ fn pool_built(
 
 /// Root, or an error saying why `what` needs it.
 pub(crate) fn need_root(what: &str) -> Result<()> {
-    qosnet_live::labtools::require_root(what).map_err(|e| anyhow!(e))
+    qosnet_lab::labtools::require_root(what).map_err(|e| anyhow!(e))
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP set the returned flag; this process's labs
 /// are removed even if the program does not get to it within 5 s.
 pub(crate) fn signals() -> Result<Arc<AtomicBool>> {
-    qosnet_live::lab::install_signal_cleanup(std::time::Duration::from_secs(5))
+    qosnet_lab::lab::install_signal_cleanup(std::time::Duration::from_secs(5))
         .map_err(|e| anyhow!("installing signal handlers: {e}"))
 }
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use qosnet_core::time::Duration;
 use qosnet_experiments::degeb::lab::{self, T1Options, T4Options};
 use qosnet_experiments::report::lateness_text;
-use qosnet_live::labrun::LiveOptions;
-use qosnet_live::testkit::{leftovers, missing, require_root, tool, Guard};
+use qosnet_lab::labrun::LiveOptions;
+use qosnet_lab::testkit::{leftovers, missing, require_root, tool, Guard};
 
 fn prefix() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -93,7 +93,7 @@ fn degeb_diffserv_live() {
     let quiet = l.p999_ns < 100_000 && l.max_ns < 2_000_000;
     let low = if quiet { 0.9 } else { 0.5 };
     if !quiet {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "throughput within 10 % from below (50 % checked)",
             &format!("router lateness p99.9 {} ns, max {} ns", l.p999_ns, l.max_ns),
         );
@@ -109,7 +109,7 @@ fn degeb_diffserv_live() {
             f64::INFINITY
         };
         if offered < shaped {
-            qosnet_live::testkit::relaxed(
+            qosnet_lab::testkit::relaxed(
                 "throughput against the shaped rate (against the offered checked)",
                 &format!(
                     "the sender offered {:.1} Mb/s of {:.0}",
@@ -171,7 +171,7 @@ fn degeb_diffserv_live() {
             be.avg_ms
         );
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "EF mean RTT 10x below BE's (below checked)",
             &format!("the router was {late} ns late"),
         );

@@ -36,6 +36,8 @@
 //! --example rate -- TARGET ROUNDS DIR...` measures a target's cost per
 //! input outside AFL.
 
+#![forbid(unsafe_code)]
+
 use std::sync::OnceLock;
 
 use qosnet_core::node::{Node, TxStatus};
@@ -473,14 +475,14 @@ pub fn manifest(data: &[u8]) {
     }
 }
 
-/// A placement file ([`qosnet_live::placement::Placement::parse`]): an
+/// A placement file ([`qosnet_lab::placement::Placement::parse`]): an
 /// error names the file (and a line inside it); a placement that parses
 /// checks against its own nodes, and every machine derives the same
 /// tunnel for a link that crosses machines, mirrored (a chain of links
 /// through its first 64 nodes), or says the VNIs do not fit.
 pub fn placement(data: &[u8]) {
-    use qosnet_live::lab::{LabSpec, NodeKind};
-    use qosnet_live::placement::Placement;
+    use qosnet_lab::lab::{LabSpec, NodeKind};
+    use qosnet_lab::placement::Placement;
     let data = &data[..data.len().min(MAX_INPUT)];
     let text = String::from_utf8_lossy(data);
     let p = match Placement::parse(&text, "p.toml") {
@@ -545,7 +547,7 @@ pub fn placement(data: &[u8]) {
 /// named port only, and its paths under the config's directory or
 /// absolute.
 pub fn nodecfg(data: &[u8]) {
-    use qosnet_live::names::{check_ifname, check_netns};
+    use qosnet_io::names::{check_ifname, check_netns};
     use qosnet_live::node::NodeConfig;
     let data = &data[..data.len().min(MAX_INPUT)];
     let text = String::from_utf8_lossy(data);

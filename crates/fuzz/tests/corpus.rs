@@ -170,8 +170,8 @@ fn feed_counts_timer_steps() {
 #[test]
 fn config_file_seeds_parse_unless_bad() {
     use qosnet_experiments::sweep::Manifest;
+    use qosnet_lab::placement::Placement;
     use qosnet_live::node::NodeConfig;
-    use qosnet_live::placement::Placement;
     type Parse = fn(&str) -> Result<(), String>;
     let parses: [(&str, Parse); 3] = [
         ("manifest", |t| {

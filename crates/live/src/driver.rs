@@ -2,8 +2,8 @@
 //!
 //! One [`Driver`] runs any number of nodes — routers, switches, RETHER
 //! stations, STSDR forwarders: the driver does not know which — on one
-//! thread, each port a [`Device`] (an [`AfPacket`](crate::afpacket::AfPacket)
-//! opened inside the node's namespace, a [`Tap`](crate::tap::Tap) to the
+//! thread, each port a [`Device`] (an [`AfPacket`](qosnet_io::afpacket::AfPacket)
+//! opened inside the node's namespace, a [`Tap`](qosnet_io::tap::Tap) to the
 //! host's own IP stack, or memory in tests). One process can host a whole
 //! lab's nodes, or one node (`qosnet node`), as the design's loop:
 //!
@@ -53,9 +53,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{self, Clock, Lateness, LatenessSummary};
-use crate::device::{Device, DeviceStats, Waiter};
 use crate::metrics::{self, HistSnap, MetricsHub, Snapshot};
+use qosnet_io::clock::{self, Clock, Lateness};
+use qosnet_io::device::{Device, DeviceStats, Waiter};
 
 /// How the driver waits and batches.
 #[derive(Clone, Copy, Debug)]
@@ -79,10 +79,10 @@ pub struct DriverConfig {
     /// scheduling's throttling stalls. Needs CAP_SYS_NICE for values < 0.
     pub nice: Option<i32>,
     /// Pin the driver thread to this CPU (a live TDP run gives the routers
-    /// one core and the traffic tester another, [`crate::rt`]).
+    /// one core and the traffic tester another, [`qosnet_io::rt`]).
     pub cpu: Option<usize>,
     /// Once its scheduling is set, the driver thread drops every
-    /// capability and sets no_new_privs ([`crate::privs`]) before it reads
+    /// capability and sets no_new_privs ([`qosnet_io::privs`]) before it reads
     /// the first frame: `qosnet node` processes, which exist only to run
     /// it. Off for drivers on a thread of a process that still needs root
     /// afterwards.
@@ -251,50 +251,7 @@ impl<D: Device> NodeHost<D> {
     }
 }
 
-/// Counters of the loop itself.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-pub struct LoopStats {
-    pub iterations: u64,
-    /// Times the driver slept in ppoll.
-    pub sleeps: u64,
-    pub rx_frames: u64,
-    pub tx_frames: u64,
-    /// Deadlines served (each recorded in the lateness histogram).
-    pub deadlines: u64,
-    /// Deadlines served more than one spin margin late.
-    pub deadlines_missed: u64,
-}
-
-/// Per-port device counters, for results.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PortReport {
-    /// The node's name (a router's, for the ICC 2006 labs).
-    pub router: String,
-    pub port: String,
-    pub device: DeviceStats,
-    pub tx_refused: u64,
-    pub rx_errors: u64,
-}
-
-/// What a run of the driver measured about itself.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct DriverReport {
-    pub wall_s: f64,
-    pub stats: LoopStats,
-    /// How late each node deadline (`poll_timeout`) was served.
-    pub lateness: LatenessSummary,
-    /// Kernel receive timestamp to `handle_frame`.
-    pub rx_lag: LatenessSummary,
-    pub ports: Vec<PortReport>,
-    /// How the driver thread was placed and scheduled (pinning,
-    /// SCHED_FIFO), or why not.
-    #[serde(default)]
-    pub sched: Vec<String>,
-    /// CPU time the driver thread used inside `run` (user + system,
-    /// CLOCK_THREAD_CPUTIME_ID): against `wall_s`, how busy it was.
-    #[serde(default)]
-    pub cpu_s: f64,
-}
+pub use crate::report::{DriverReport, LoopStats, PortReport};
 
 /// The real-time loop over a set of nodes.
 pub struct Driver<D: Device> {
@@ -408,188 +365,39 @@ impl<D: Device> Driver<D> {
     }
 
     /// Receive and transmit what is due at `now`. Returns frames moved.
+    ///
+    /// One pass of named steps, in this order (the order is behaviour:
+    /// what a node hears before its timeouts run decides what it sends):
+    /// every host's devices are read first ([`NodeHost::receive`]), then
+    /// per host its stack's frames, the CPU model's finished frames and
+    /// due transmit-done reports go in; then per host its timeouts run,
+    /// its transmissions go out (paced by the node, or timed by the wire
+    /// emulation), its events are delivered, due emulated-wire frames
+    /// leave, and the devices are flushed.
     pub fn step(&mut self, now: Instant) -> usize {
-        let mut moved = 0;
         let batch = self.cfg.batch;
+        let mut moved = 0;
         for h in &mut self.hosts {
-            for i in 0..h.devs.len() {
-                let node = &mut h.node;
-                let cpu = &mut h.cpu;
-                let rng = &mut h.rng;
-                let rx_lag = &mut self.rx_lag;
-                let pool = &mut self.pool;
-                let r = h.devs[i].recv_batch(batch, |f, ts| {
-                    rx_lag.record(ts, now);
-                    let meta = Meta {
-                        arrival: ts,
-                        ..Meta::default()
-                    };
-                    let mut v = pool.pop().unwrap_or_default();
-                    v.clear();
-                    v.extend_from_slice(f);
-                    match cpu {
-                        Some(c) => {
-                            // Refusals are counted in the model's `drops`.
-                            let _ = c.handle_frame(now, i as u16, v, meta, &mut RngDraw(rng));
-                        }
-                        None => node.handle_frame(now, i as u16, v, meta),
-                    }
-                });
-                match r {
-                    Ok(n) => moved += n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => h.rx_errors[i] += 1,
-                }
-            }
+            moved += h.receive(now, batch, &mut self.rx_lag, &mut self.pool);
         }
         self.stats.rx_frames += moved as u64;
         for h in &mut self.hosts {
-            // The host's own traffic: what its stack sent, to the node.
-            if let Some(stack) = h.stack.as_mut() {
-                let node = &mut h.node;
-                let pool = &mut self.pool;
-                let mut got = 0u64;
-                let r = stack.recv_frames(batch, &mut |f, ts| {
-                    let mut v = pool.pop().unwrap_or_default();
-                    v.clear();
-                    v.extend_from_slice(f);
-                    let meta = Meta {
-                        arrival: ts,
-                        ..Meta::default()
-                    };
-                    node.handle_send(now, qosnet_core::Packet::new(v, meta));
-                    got += 1;
-                });
-                match r {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => h.stack_counts.read_errors += 1,
-                }
-                h.stack_counts.from_host += got;
-                moved += got as usize;
-            }
-            if let Some(c) = h.cpu.as_mut() {
-                while let Some((port, f, meta)) = c.poll_done(now, &mut RngDraw(&mut h.rng)) {
-                    h.node.handle_frame(now, port, f, meta);
-                    moved += 1;
-                }
-            }
-            while h.tx_done.front().is_some_and(|(t, _, _)| *t <= now) {
-                if let Some((_, port, status)) = h.tx_done.pop_front() {
-                    h.node.handle_tx_done(now, port, status);
-                }
-            }
+            moved += h.host_stack_in(now, batch, &mut self.pool);
+            moved += h.cpu_model_done(now);
+            h.tx_done_due(now);
         }
         for h in &mut self.hosts {
-            let mut sent_any = false;
+            let mut out = Out {
+                pool: &mut self.pool,
+                stats: &mut self.stats,
+                sent_any: false,
+            };
             h.node.handle_timeout(now);
-            while let Some(tx) = h.node.poll_transmit(now) {
-                let p = tx.port as usize;
-                let pkt = tx.pkt;
-                let Some(tx_end) = tx.tx_end else {
-                    // Half duplex: to the device now, done after its wire time.
-                    let done = match h.half_duplex.get(p).copied().flatten() {
-                        Some((rate, framing)) => {
-                            now + Duration::for_bytes(framing.wire_bytes(pkt.len()), rate)
-                        }
-                        None => now,
-                    };
-                    h.tx_done
-                        .push_back((done, tx.port, TxStatus::Sent { collisions: 0 }));
-                    if h.wire.is_some() && done > now {
-                        // Emulated wire: the frame reaches the others when
-                        // its last bit would have, as the node hears its
-                        // transmit-done — never before (a token's next
-                        // holder must not answer a pass its sender still
-                        // has on the wire).
-                        if let Some(q) = h.wire_q.get_mut(p) {
-                            q.push_back((done, pkt.data));
-                        }
-                        moved += 1;
-                        continue;
-                    }
-                    if let Some(dev) = h.devs.get_mut(p) {
-                        if dev.send(&pkt.data).is_err() {
-                            h.tx_refused[p] += 1;
-                        } else {
-                            self.stats.tx_frames += 1;
-                            sent_any = true;
-                        }
-                    }
-                    if self.pool.len() < POOL_MAX {
-                        self.pool.push(pkt.data);
-                    }
-                    moved += 1;
-                    continue;
-                };
-                if let Some(wires) = &h.wire {
-                    let (delay, gap) = wires.get(p).copied().unwrap_or_default();
-                    let at = tx_end - gap + delay;
-                    if let Some(q) = h.wire_q.get_mut(p) {
-                        q.push_back((at, pkt.data));
-                    }
-                    moved += 1;
-                    continue;
-                }
-                let Some(dev) = h.devs.get_mut(p) else {
-                    continue;
-                };
-                // Errors are counted by the device too (tx_busy, ...).
-                if dev.send(&pkt.data).is_err() {
-                    h.tx_refused[p] += 1;
-                } else {
-                    self.stats.tx_frames += 1;
-                    sent_any = true;
-                }
-                if self.pool.len() < POOL_MAX {
-                    self.pool.push(pkt.data);
-                }
-                moved += 1;
-            }
-            while let Some(ev) = h.node.poll_event() {
-                if let Some(stack) = h.stack.as_mut() {
-                    let Event::Deliver { pkt, .. } = ev;
-                    if stack.send_frame(&pkt.data).is_ok() {
-                        h.stack_counts.to_host += 1;
-                    } else {
-                        h.stack_counts.to_host_refused += 1;
-                    }
-                    if self.pool.len() < POOL_MAX {
-                        self.pool.push(pkt.data);
-                    }
-                    moved += 1;
-                    continue;
-                }
-                if h.events.len() < h.event_limit {
-                    h.events.push_back(ev);
-                } else {
-                    h.events_dropped += 1;
-                }
-            }
-            for (p, q) in h.wire_q.iter_mut().enumerate() {
-                while q.front().is_some_and(|(t, _)| *t <= now) {
-                    let Some((_, f)) = q.pop_front() else { break };
-                    let Some(dev) = h.devs.get_mut(p) else {
-                        continue;
-                    };
-                    if dev.send(&f).is_err() {
-                        h.tx_refused[p] += 1;
-                    } else {
-                        self.stats.tx_frames += 1;
-                        sent_any = true;
-                    }
-                    if self.pool.len() < POOL_MAX {
-                        self.pool.push(f);
-                    }
-                    moved += 1;
-                }
-            }
-            if sent_any {
-                for (p, dev) in h.devs.iter_mut().enumerate() {
-                    if dev.flush().is_err() {
-                        h.tx_refused[p] += 1;
-                    }
-                }
+            moved += h.transmit(now, &mut out);
+            moved += h.deliver_events(&mut out);
+            moved += h.wire_due(now, &mut out);
+            if out.sent_any {
+                h.flush();
             }
         }
         moved
@@ -621,19 +429,20 @@ impl<D: Device> Driver<D> {
         mut on_mark: impl FnMut(usize, &Self),
     ) {
         let t0 = clock::monotonic_now();
-        let cpu0 = thread_cpu_ns();
+        let cpu0 = qosnet_io::rt::thread_cpu_ns();
         let old_slack = clock::set_timer_slack(Duration(1));
-        let (notes, old_sched) = crate::rt::apply("router thread", self.cfg.cpu, self.cfg.realtime);
+        let (notes, old_sched) = qosnet_io::rt::apply("router thread", self.cfg.cpu, self.cfg.realtime);
         self.sched = notes;
-        let old_nice = self.cfg.nice.and_then(set_nice);
+        let old_nice = self.cfg.nice.and_then(qosnet_io::rt::set_nice);
         if self.cfg.drop_privileges {
-            self.sched.push(match crate::privs::drop_thread_privileges(&[]) {
-                Ok(k) => format!(
-                    "router thread: capabilities dropped (effective {:#x}), no_new_privs",
-                    k.effective
-                ),
-                Err(e) => format!("router thread: privileges NOT dropped ({e})"),
-            });
+            self.sched
+                .push(match qosnet_io::privs::drop_thread_privileges(&[]) {
+                    Ok(k) => format!(
+                        "router thread: capabilities dropped (effective {:#x}), no_new_privs",
+                        k.effective
+                    ),
+                    Err(e) => format!("router thread: privileges NOT dropped ({e})"),
+                });
         }
         let fds: Vec<_> = self
             .hosts
@@ -711,13 +520,13 @@ impl<D: Device> Driver<D> {
         }
         clock::set_timer_slack(old_slack);
         if let Some((policy, prio)) = old_sched {
-            crate::rt::restore_sched(policy, prio);
+            qosnet_io::rt::restore_sched(policy, prio);
         }
         if let Some(n) = old_nice {
-            set_nice(n);
+            qosnet_io::rt::set_nice(n);
         }
         self.wall += clock::monotonic_now() - t0;
-        self.cpu += Duration(thread_cpu_ns().saturating_sub(cpu0));
+        self.cpu += Duration(qosnet_io::rt::thread_cpu_ns().saturating_sub(cpu0));
         let now = self.now();
         self.publish_snapshot(now);
     }
@@ -748,42 +557,258 @@ impl<D: Device> Driver<D> {
     }
 }
 
-/// CPU time of the calling thread so far, in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
+/// Where a step's sent frames go: their buffers back to the pool, their
+/// count to the loop's stats, and whether any was sent (then flush).
+struct Out<'a> {
+    pool: &'a mut Vec<Vec<u8>>,
+    stats: &'a mut LoopStats,
+    sent_any: bool,
 }
 
-/// Set the calling thread's nice value; returns the old one.
-pub(crate) fn set_nice(nice: i32) -> Option<i32> {
-    // SAFETY: gettid has no preconditions; getpriority/setpriority act on
-    // the calling thread's id (Linux: per-thread nice values).
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        *libc::__errno_location() = 0;
-        let old = libc::getpriority(libc::PRIO_PROCESS, tid);
-        if old == -1 && *libc::__errno_location() != 0 {
-            return None;
+impl Out<'_> {
+    /// Keep a sent frame's buffer for a later received one.
+    fn recycle(&mut self, data: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            self.pool.push(data);
         }
-        (libc::setpriority(libc::PRIO_PROCESS, tid, nice.clamp(-20, 19)) == 0).then_some(old)
+    }
+}
+
+/// A received frame's bytes in a pooled buffer.
+fn pooled(pool: &mut Vec<Vec<u8>>, f: &[u8]) -> Vec<u8> {
+    let mut v = pool.pop().unwrap_or_default();
+    v.clear();
+    v.extend_from_slice(f);
+    v
+}
+
+/// The steps of [`Driver::step`] for one host.
+impl<D: Device> NodeHost<D> {
+    /// Receive: a batch from each device to the node (or to the CPU
+    /// model in front of it), stamped with the kernel's receive time.
+    fn receive(
+        &mut self,
+        now: Instant,
+        batch: usize,
+        rx_lag: &mut Lateness,
+        pool: &mut Vec<Vec<u8>>,
+    ) -> usize {
+        let mut moved = 0;
+        for i in 0..self.devs.len() {
+            let (node, cpu, rng) = (&mut self.node, &mut self.cpu, &mut self.rng);
+            let r = self.devs[i].recv_batch(batch, |f, ts| {
+                rx_lag.record(ts, now);
+                let meta = Meta {
+                    arrival: ts,
+                    ..Meta::default()
+                };
+                let v = pooled(pool, f);
+                match cpu {
+                    Some(c) => {
+                        // Refusals are counted in the model's `drops`.
+                        let _ = c.handle_frame(now, i as u16, v, meta, &mut RngDraw(rng));
+                    }
+                    None => node.handle_frame(now, i as u16, v, meta),
+                }
+            });
+            match r {
+                Ok(n) => moved += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => self.rx_errors[i] += 1,
+            }
+        }
+        moved
+    }
+
+    /// Host stack: what this host's own kernel sent (a TAP), to the node.
+    fn host_stack_in(&mut self, now: Instant, batch: usize, pool: &mut Vec<Vec<u8>>) -> usize {
+        let Some(stack) = self.stack.as_mut() else {
+            return 0;
+        };
+        let node = &mut self.node;
+        let mut got = 0u64;
+        let r = stack.recv_frames(batch, &mut |f, ts| {
+            let meta = Meta {
+                arrival: ts,
+                ..Meta::default()
+            };
+            node.handle_send(now, qosnet_core::Packet::new(pooled(pool, f), meta));
+            got += 1;
+        });
+        match r {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => self.stack_counts.read_errors += 1,
+        }
+        self.stack_counts.from_host += got;
+        got as usize
+    }
+
+    /// CPU model: frames whose emulated processing finished, to the node.
+    fn cpu_model_done(&mut self, now: Instant) -> usize {
+        let mut moved = 0;
+        if let Some(c) = self.cpu.as_mut() {
+            while let Some((port, f, meta)) = c.poll_done(now, &mut RngDraw(&mut self.rng)) {
+                self.node.handle_frame(now, port, f, meta);
+                moved += 1;
+            }
+        }
+        moved
+    }
+
+    /// Transmit-done: the half-duplex reports now due, to the node.
+    fn tx_done_due(&mut self, now: Instant) {
+        while self.tx_done.front().is_some_and(|(t, _, _)| *t <= now) {
+            if let Some((_, port, status)) = self.tx_done.pop_front() {
+                self.node.handle_tx_done(now, port, status);
+            }
+        }
+    }
+
+    // -- the link arithmetic: where a sans-IO port model will plug in --
+
+    /// When a half-duplex transmission on port `p` of `len` bytes started
+    /// at `now` ends: its wire time at the port's rate (`now` when the
+    /// port has no rate).
+    fn half_duplex_end(&self, p: usize, len: usize, now: Instant) -> Instant {
+        match self.half_duplex.get(p).copied().flatten() {
+            Some((rate, framing)) => now + Duration::for_bytes(framing.wire_bytes(len), rate),
+            None => now,
+        }
+    }
+
+    /// When a frame the node paced to end at `tx_end` on port `p` reaches
+    /// the far end of the emulated wire (its propagation delay, less the
+    /// gap the node already counted), if the wire is emulated.
+    fn wire_arrival(&self, p: usize, tx_end: Instant) -> Option<Instant> {
+        let wires = self.wire.as_ref()?;
+        let (delay, gap) = wires.get(p).copied().unwrap_or_default();
+        Some(tx_end - gap + delay)
+    }
+
+    /// Send `data` on device `p` now, counting a refusal; `false` when
+    /// there is no such device (the frame is dropped, its buffer kept
+    /// from the pool).
+    fn send_now(&mut self, p: usize, data: &[u8], out: &mut Out) -> bool {
+        let Some(dev) = self.devs.get_mut(p) else {
+            return false;
+        };
+        // Errors are counted by the device too (tx_busy, ...).
+        if dev.send(data).is_err() {
+            self.tx_refused[p] += 1;
+        } else {
+            out.stats.tx_frames += 1;
+            out.sent_any = true;
+        }
+        true
+    }
+
+    /// Transmit: everything the node releases now. A paced frame (the
+    /// node timed its end, `tx_end`) goes to the device, or into the
+    /// emulated wire until it arrives; a half-duplex frame goes out now
+    /// and its transmit-done is reported after its wire time.
+    fn transmit(&mut self, now: Instant, out: &mut Out) -> usize {
+        let mut moved = 0;
+        while let Some(tx) = self.node.poll_transmit(now) {
+            let p = tx.port as usize;
+            let data = tx.pkt.data;
+            let Some(tx_end) = tx.tx_end else {
+                let done = self.half_duplex_end(p, data.len(), now);
+                self.tx_done
+                    .push_back((done, tx.port, TxStatus::Sent { collisions: 0 }));
+                moved += 1;
+                if self.wire.is_some() && done > now {
+                    // Emulated wire: the frame reaches the others when its
+                    // last bit would have, as the node hears its
+                    // transmit-done — never before (a token's next holder
+                    // must not answer a pass its sender still has on the
+                    // wire).
+                    if let Some(q) = self.wire_q.get_mut(p) {
+                        q.push_back((done, data));
+                    }
+                    continue;
+                }
+                self.send_now(p, &data, out);
+                out.recycle(data);
+                continue;
+            };
+            if let Some(at) = self.wire_arrival(p, tx_end) {
+                if let Some(q) = self.wire_q.get_mut(p) {
+                    q.push_back((at, data));
+                }
+                moved += 1;
+                continue;
+            }
+            if self.send_now(p, &data, out) {
+                out.recycle(data);
+                moved += 1;
+            }
+        }
+        moved
+    }
+
+    /// Events: deliveries to this host's own stack (a TAP) when it has
+    /// one, else kept for [`NodeHost::take_events`] up to the limit.
+    fn deliver_events(&mut self, out: &mut Out) -> usize {
+        let mut moved = 0;
+        while let Some(ev) = self.node.poll_event() {
+            if let Some(stack) = self.stack.as_mut() {
+                let Event::Deliver { pkt, .. } = ev;
+                if stack.send_frame(&pkt.data).is_ok() {
+                    self.stack_counts.to_host += 1;
+                } else {
+                    self.stack_counts.to_host_refused += 1;
+                }
+                out.recycle(pkt.data);
+                moved += 1;
+                continue;
+            }
+            if self.events.len() < self.event_limit {
+                self.events.push_back(ev);
+            } else {
+                self.events_dropped += 1;
+            }
+        }
+        moved
+    }
+
+    /// Wire emulation: frames whose arrival time has come, to the devices.
+    fn wire_due(&mut self, now: Instant, out: &mut Out) -> usize {
+        let mut moved = 0;
+        for p in 0..self.wire_q.len() {
+            while self.wire_q[p].front().is_some_and(|(t, _)| *t <= now) {
+                let Some((_, f)) = self.wire_q[p].pop_front() else {
+                    break;
+                };
+                if self.send_now(p, &f, out) {
+                    out.recycle(f);
+                    moved += 1;
+                }
+            }
+        }
+        moved
+    }
+
+    /// Flush: push what the devices queued (a TX ring's batch).
+    fn flush(&mut self) {
+        for (p, dev) in self.devs.iter_mut().enumerate() {
+            if dev.flush().is_err() {
+                self.tx_refused[p] += 1;
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::mem_pair;
     use qosnet_core::arp::{self, Arp, ARP_REPLY, ARP_REQUEST};
     use qosnet_core::node::Duplex;
     use qosnet_core::route::Route;
     use qosnet_core::router::PortConfig;
     use qosnet_core::sched::Fifo;
     use qosnet_core::wire::{self, MacAddr, UdpSpec};
+    use qosnet_io::device::mem_pair;
     use std::net::Ipv4Addr;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -902,7 +927,7 @@ mod tests {
         if rep.lateness.max_ns < 500_000 {
             assert!(span >= 15_000_000, "span {span} ns ({:?})", rep.lateness);
         } else {
-            crate::testkit::relaxed(
+            qosnet_io::noise::relaxed(
                 "pacing",
                 &format!("the driver was {} ns late", rep.lateness.max_ns),
             );

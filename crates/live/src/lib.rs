@@ -1,39 +1,19 @@
-//! qosnet-live: the OS-facing half of live mode.
+//! qosnet-live: the runtime of live mode, the simulator's sibling.
 //!
-//! Everything here talks to the Linux kernel — namespaces, veth pairs,
-//! AF_PACKET sockets, clocks, UDP sockets — so the sans-IO core never has
-//! to. The live driver ([`driver`]) joins these pieces to any of
-//! `qosnet_core`'s nodes: `handle_frame` for each frame a
-//! [`device::Device`] receives, `handle_timeout` and `poll_transmit` into
-//! `Device::send`, and a wait until the node's `poll_timeout`.
-//!
-//! `unsafe` appears only around system calls, each with a SAFETY comment.
+//! The live driver ([`driver`]) runs any of `qosnet_core`'s nodes on real
+//! ports (`qosnet_io`'s devices): `handle_frame` for each frame a
+//! `Device` receives, `handle_timeout` and `poll_transmit` into
+//! `Device::send`, and a wait until the node's `poll_timeout`, in one
+//! real-time loop. Around it: the node host of `qosnet node` ([`node`]),
+//! the metrics listener ([`metrics`]) and RETHER's control socket
+//! ([`rethctl`]). Labs of namespaces, traffic and benchmarks are
+//! `qosnet-lab`'s; every system call is `qosnet-io`'s, so this crate has
+//! no `unsafe`.
 
-pub mod afpacket;
-pub mod bench;
-pub mod clock;
-pub mod containerlab;
-pub mod device;
+#![forbid(unsafe_code)]
+
 pub mod driver;
-pub mod iface;
-pub mod lab;
-pub mod labrun;
-pub mod labtools;
 pub mod metrics;
-pub mod names;
-pub mod netdev;
-pub mod netns;
 pub mod node;
-pub mod placement;
-pub mod privs;
+pub mod report;
 pub mod rethctl;
-pub mod rt;
-pub mod rundir;
-pub mod tap;
-pub mod tester;
-pub mod testkit;
-pub mod traffic;
-pub mod xdp;
-
-#[cfg(test)]
-mod testutil;

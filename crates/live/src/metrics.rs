@@ -28,9 +28,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 use qosnet_core::node::Node;
 
-use crate::clock::Lateness;
-use crate::device::DeviceStats;
-use crate::driver::LoopStats;
+use crate::report::LoopStats;
+use qosnet_io::clock::Lateness;
+use qosnet_io::device::DeviceStats;
 
 /// Where `--metrics` listens when given no address: loopback only (the
 /// counters say much about a network; expose them wider on purpose with
@@ -226,185 +226,219 @@ fn gauge(l: Labels, v: i64) -> (Labels, ConstGauge<i64>) {
 }
 
 impl Collector for SnapCollector {
+    /// The families in a fixed order: the ports' traffic, their drops,
+    /// their schedulers, what they received, the nodes, the driver.
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &self.0;
-        let port = |p: &PortSnap| labels(&[("node", &p.node), ("port", &p.port)]);
-        let each =
-            |f: &dyn Fn(&PortSnap) -> u64| s.ports.iter().map(|p| counter(port(p), f(p))).collect::<Vec<_>>();
-        family(
-            &mut enc,
-            "qosnet_port_rx_packets",
-            "Frames received on the port.",
-            None,
-            each(&|p| p.rx_pkts),
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_tx_packets",
-            "Frames sent on the port.",
-            None,
-            each(&|p| p.tx_pkts),
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_rx",
-            "Frame bytes received on the port.",
-            Some(&Unit::Bytes),
-            each(&|p| p.rx_bytes),
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_tx",
-            "Frame bytes sent on the port (no FCS, preamble or IFG).",
-            Some(&Unit::Bytes),
-            each(&|p| p.tx_bytes),
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_queue_depth",
-            "Packets queued at the port's output now.",
-            None,
-            s.ports.iter().map(|p| gauge(port(p), p.queued as i64)).collect(),
-        )?;
-        let drops = s
-            .ports
-            .iter()
-            .flat_map(|p| {
-                p.drops.iter().map(move |(r, n)| {
-                    counter(labels(&[("node", &p.node), ("port", &p.port), ("reason", r)]), *n)
-                })
+        encode_port_traffic(&mut enc, s)?;
+        encode_port_drops(&mut enc, s)?;
+        encode_port_scheduler(&mut enc, s)?;
+        encode_port_receive(&mut enc, s)?;
+        encode_nodes(&mut enc, s)?;
+        encode_driver(&mut enc, s)
+    }
+}
+
+/// Frames and bytes each port received and sent, and its queue depth.
+fn encode_port_traffic(enc: &mut DescriptorEncoder, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    let port = |p: &PortSnap| labels(&[("node", &p.node), ("port", &p.port)]);
+    let each =
+        |f: &dyn Fn(&PortSnap) -> u64| s.ports.iter().map(|p| counter(port(p), f(p))).collect::<Vec<_>>();
+    family(
+        enc,
+        "qosnet_port_rx_packets",
+        "Frames received on the port.",
+        None,
+        each(&|p| p.rx_pkts),
+    )?;
+    family(
+        enc,
+        "qosnet_port_tx_packets",
+        "Frames sent on the port.",
+        None,
+        each(&|p| p.tx_pkts),
+    )?;
+    family(
+        enc,
+        "qosnet_port_rx",
+        "Frame bytes received on the port.",
+        Some(&Unit::Bytes),
+        each(&|p| p.rx_bytes),
+    )?;
+    family(
+        enc,
+        "qosnet_port_tx",
+        "Frame bytes sent on the port (no FCS, preamble or IFG).",
+        Some(&Unit::Bytes),
+        each(&|p| p.tx_bytes),
+    )?;
+    family(
+        enc,
+        "qosnet_port_queue_depth",
+        "Packets queued at the port's output now.",
+        None,
+        s.ports.iter().map(|p| gauge(port(p), p.queued as i64)).collect(),
+    )?;
+    Ok(())
+}
+
+/// Output drops by port and reason.
+fn encode_port_drops(enc: &mut DescriptorEncoder, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    let drops = s
+        .ports
+        .iter()
+        .flat_map(|p| {
+            p.drops.iter().map(move |(r, n)| {
+                counter(labels(&[("node", &p.node), ("port", &p.port), ("reason", r)]), *n)
             })
-            .collect();
-        family(
-            &mut enc,
-            "qosnet_port_drops",
-            "Output drops by reason.",
-            None,
-            drops,
-        )?;
-        let (mut sc, mut sg) = (Vec::new(), Vec::new());
-        for p in &s.ports {
-            for (k, n) in &p.sched {
-                let l = labels(&[
-                    ("node", &p.node),
-                    ("port", &p.port),
-                    ("scheduler", &p.scheduler),
-                    ("counter", k),
-                ]);
-                if is_level(k) {
-                    sg.push(gauge(l, *n as i64));
-                } else {
-                    sc.push(counter(l, *n));
-                }
+        })
+        .collect();
+    family(enc, "qosnet_port_drops", "Output drops by reason.", None, drops)?;
+    Ok(())
+}
+
+/// The output disciplines' own counters and levels.
+fn encode_port_scheduler(enc: &mut DescriptorEncoder, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    let (mut sc, mut sg) = (Vec::new(), Vec::new());
+    for p in &s.ports {
+        for (k, n) in &p.sched {
+            let l = labels(&[
+                ("node", &p.node),
+                ("port", &p.port),
+                ("scheduler", &p.scheduler),
+                ("counter", k),
+            ]);
+            if is_level(k) {
+                sg.push(gauge(l, *n as i64));
+            } else {
+                sc.push(counter(l, *n));
             }
         }
-        family(
-            &mut enc,
-            "qosnet_port_scheduler_events",
-            "The output discipline's own counters (per PHB class for diffserv; tdp_sent, padding_sent, overrun = TDP packets sent late, ... for tdp).",
-            None,
-            sc,
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_scheduler_level",
-            "The output discipline's levels and maxima (max_tf_bytes, ...).",
-            None,
-            sg,
-        )?;
-        let rxc = s
-            .ports
-            .iter()
-            .flat_map(|p| {
-                p.rx_counters.iter().map(move |(k, n)| {
-                    counter(labels(&[("node", &p.node), ("port", &p.port), ("class", k)]), *n)
-                })
-            })
-            .collect();
-        family(
-            &mut enc,
-            "qosnet_port_rx_classified",
-            "Received frames by how the node classified them (not_for_us, non_ip, arp_rx, malformed, ...).",
-            None,
-            rxc,
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_kernel_rx_drops",
-            "Frames the kernel dropped because the port's receive ring was full.",
-            None,
-            each(&|p| p.device.rx_kernel_drops),
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_tx_refused",
-            "Frames the port's device refused to send (ring full).",
-            None,
-            each(&|p| p.tx_refused),
-        )?;
-        family(
-            &mut enc,
-            "qosnet_port_rx_errors",
-            "Receive errors of the port's device.",
-            None,
-            each(&|p| p.rx_errors),
-        )?;
-        let nodes = s
-            .nodes
-            .iter()
-            .flat_map(|(n, cs)| {
-                cs.iter()
-                    .map(move |(k, v)| counter(labels(&[("node", n), ("counter", k)]), *v))
-            })
-            .collect();
-        family(
-            &mut enc,
-            "qosnet_node_events",
-            "The node's own counters: forwarded, drop_REASON, TDP stamps, ARP/ICMP, protocol counters (RETHER token visits, STSDR cycles) by name.",
-            None,
-            nodes,
-        )?;
-        for (name, help, h) in [
-            (
-                "qosnet_timer_lateness",
-                "How late the driver served node deadlines (TF boundaries, paced sends).",
-                &s.lateness,
-            ),
-            (
-                "qosnet_rx_lag",
-                "Kernel receive timestamp to the node's handle_frame.",
-                &s.rx_lag,
-            ),
-        ] {
-            let mut m = enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
-            m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(h.sum, h.count, &h.buckets, None)?;
-        }
-        let st = &s.stats;
-        for (name, help, v) in [
-            ("qosnet_driver_deadlines", "Node deadlines served.", st.deadlines),
-            (
-                "qosnet_driver_deadlines_missed",
-                "Deadlines served later than the spin window.",
-                st.deadlines_missed,
-            ),
-            (
-                "qosnet_driver_sleeps",
-                "Times the driver slept in ppoll.",
-                st.sleeps,
-            ),
-        ] {
-            let c = ConstCounter::new(v);
-            c.encode(enc.encode_descriptor(name, help, None, c.metric_type())?)?;
-        }
-        let g = ConstGauge::new(s.uptime_s);
-        g.encode(enc.encode_descriptor(
-            "qosnet_driver_uptime",
-            "Seconds the driver has run.",
-            Some(&Unit::Seconds),
-            g.metric_type(),
-        )?)?;
-        Ok(())
     }
+    family(
+        enc,
+        "qosnet_port_scheduler_events",
+        "The output discipline's own counters (per PHB class for diffserv; tdp_sent, padding_sent, overrun = TDP packets sent late, ... for tdp).",
+        None,
+        sc,
+    )?;
+    family(
+        enc,
+        "qosnet_port_scheduler_level",
+        "The output discipline's levels and maxima (max_tf_bytes, ...).",
+        None,
+        sg,
+    )?;
+    Ok(())
+}
+
+/// How received frames were classified, and what the devices lost or refused.
+fn encode_port_receive(enc: &mut DescriptorEncoder, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    let port = |p: &PortSnap| labels(&[("node", &p.node), ("port", &p.port)]);
+    let each =
+        |f: &dyn Fn(&PortSnap) -> u64| s.ports.iter().map(|p| counter(port(p), f(p))).collect::<Vec<_>>();
+    let rxc = s
+        .ports
+        .iter()
+        .flat_map(|p| {
+            p.rx_counters
+                .iter()
+                .map(move |(k, n)| counter(labels(&[("node", &p.node), ("port", &p.port), ("class", k)]), *n))
+        })
+        .collect();
+    family(
+        enc,
+        "qosnet_port_rx_classified",
+        "Received frames by how the node classified them (not_for_us, non_ip, arp_rx, malformed, ...).",
+        None,
+        rxc,
+    )?;
+    family(
+        enc,
+        "qosnet_port_kernel_rx_drops",
+        "Frames the kernel dropped because the port's receive ring was full.",
+        None,
+        each(&|p| p.device.rx_kernel_drops),
+    )?;
+    family(
+        enc,
+        "qosnet_port_tx_refused",
+        "Frames the port's device refused to send (ring full).",
+        None,
+        each(&|p| p.tx_refused),
+    )?;
+    family(
+        enc,
+        "qosnet_port_rx_errors",
+        "Receive errors of the port's device.",
+        None,
+        each(&|p| p.rx_errors),
+    )?;
+    Ok(())
+}
+
+/// The nodes' own counters.
+fn encode_nodes(enc: &mut DescriptorEncoder, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    let nodes = s
+        .nodes
+        .iter()
+        .flat_map(|(n, cs)| {
+            cs.iter()
+                .map(move |(k, v)| counter(labels(&[("node", n), ("counter", k)]), *v))
+        })
+        .collect();
+    family(
+        enc,
+        "qosnet_node_events",
+        "The node's own counters: forwarded, drop_REASON, TDP stamps, ARP/ICMP, protocol counters (RETHER token visits, STSDR cycles) by name.",
+        None,
+        nodes,
+    )?;
+    Ok(())
+}
+
+/// The driver's lateness histograms, deadline counters and uptime.
+fn encode_driver(enc: &mut DescriptorEncoder, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    for (name, help, h) in [
+        (
+            "qosnet_timer_lateness",
+            "How late the driver served node deadlines (TF boundaries, paced sends).",
+            &s.lateness,
+        ),
+        (
+            "qosnet_rx_lag",
+            "Kernel receive timestamp to the node's handle_frame.",
+            &s.rx_lag,
+        ),
+    ] {
+        let mut m = enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
+        m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(h.sum, h.count, &h.buckets, None)?;
+    }
+    let st = &s.stats;
+    for (name, help, v) in [
+        ("qosnet_driver_deadlines", "Node deadlines served.", st.deadlines),
+        (
+            "qosnet_driver_deadlines_missed",
+            "Deadlines served later than the spin window.",
+            st.deadlines_missed,
+        ),
+        (
+            "qosnet_driver_sleeps",
+            "Times the driver slept in ppoll.",
+            st.sleeps,
+        ),
+    ] {
+        let c = ConstCounter::new(v);
+        c.encode(enc.encode_descriptor(name, help, None, c.metric_type())?)?;
+    }
+    let g = ConstGauge::new(s.uptime_s);
+    g.encode(enc.encode_descriptor(
+        "qosnet_driver_uptime",
+        "Seconds the driver has run.",
+        Some(&Unit::Seconds),
+        g.metric_type(),
+    )?)?;
+    Ok(())
 }
 
 /// A snapshot in the OpenMetrics text format.
@@ -505,7 +539,7 @@ impl Drop for MetricsServer {
 /// listener), each must send its request head within [`HEADER_TIMEOUT`]
 /// and is closed after [`CONNECTION_TIMEOUT`] whatever it does, and at
 /// most [`MAX_CONNECTIONS`] are open at once. The thread keeps no
-/// capability of the process ([`crate::privs`]): it parses what the
+/// capability of the process ([`qosnet_io::privs`]): it parses what the
 /// network sends.
 pub fn serve(addr: SocketAddr, hub: Arc<MetricsHub>) -> Result<MetricsServer, String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("metrics: binding {addr}: {e}"))?;
@@ -523,7 +557,7 @@ pub fn serve(addr: SocketAddr, hub: Arc<MetricsHub>) -> Result<MetricsServer, St
         .spawn(move || {
             // Nothing on this thread needs a privilege: drop them all
             // before the first byte from the network is parsed.
-            let _ = crate::privs::drop_thread_privileges(&[]);
+            let _ = qosnet_io::privs::drop_thread_privileges(&[]);
             rt.block_on(accept_loop(l, hub, s2));
         })
         .map_err(|e| format!("metrics: starting the server thread: {e}"))?;
@@ -822,7 +856,7 @@ mod promtool {
 
 /// Run `promtool check metrics` on `text`; panics on its complaints,
 /// prints why it was skipped when the tool is missing (fails under CI:
-/// [`crate::testkit::missing`]). For tests.
+/// `qosnet_lab::testkit::missing`). For tests.
 #[doc(hidden)]
 pub fn check_with_promtool(text: &str) {
     use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! Whatever its kind (router, switch, ...), a scenario node becomes a
 //! sans-IO node from the scenario crate's builder registry
 //! ([`qosnet_scenario::build::build_node`]), and this module puts it on
-//! AF_PACKET or AF_XDP ports ([`crate::netdev`], chosen per port) with what live mode adds: transmit catch-up for late
+//! AF_PACKET or AF_XDP ports ([`qosnet_io::netdev`], chosen per port) with what live mode adds: transmit catch-up for late
 //! wake-ups, ARP warm-up of point-to-point peers, wire and CPU emulation.
 //! Labs use it for every qosnet node they host, in one process or one
 //! process per node (`qosnet node`), and `qosnet node --config FILE` uses
@@ -35,10 +35,10 @@ use qosnet_scenario::Scenario;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::afpacket::AfPacketConfig;
-use crate::device::Device;
 use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
-use crate::netdev::{DeviceKind, NetDevice, PortDevices};
+use qosnet_io::afpacket::AfPacketConfig;
+use qosnet_io::device::Device;
+use qosnet_io::netdev::{DeviceKind, NetDevice, PortDevices};
 
 /// How a node is put on its ports.
 #[derive(Clone, Debug)]
@@ -187,15 +187,15 @@ fn open_host_tap(
     node: &qosnet_scenario::topo::NodeNet,
     hl: qosnet_core::node::HostLink,
     places: &[PortPlace],
-) -> Result<crate::tap::Tap, String> {
+) -> Result<qosnet_io::tap::Tap, String> {
     let f = node
         .ifaces
         .first()
         .ok_or_else(|| format!("node {name}: a host link needs a port"))?;
     let ns = places.first().and_then(|p| p.netns.clone());
     let tap = match &ns {
-        Some(ns) => crate::tap::Tap::open_in(ns, HOST_TAP),
-        None => crate::tap::Tap::open(HOST_TAP),
+        Some(ns) => qosnet_io::tap::Tap::open_in(ns, HOST_TAP),
+        None => qosnet_io::tap::Tap::open(HOST_TAP),
     }
     .map_err(|e| {
         format!("node {name}: creating TAP {HOST_TAP}: {e} (needs CAP_NET_ADMIN and /dev/net/tun)")
@@ -206,7 +206,7 @@ fn open_host_tap(
             v.extend(["-n", ns.as_str()]);
         }
         v.extend(args);
-        crate::lab::ip(&v)
+        qosnet_io::iproute::ip(&v)
             .map(|_| ())
             .map_err(|e| format!("node {name}: {e}"))
     };
@@ -336,7 +336,7 @@ pub struct NodeConfig {
     /// `xdp_zero_copy = true`: AF_XDP ports ask for zero-copy.
     pub xdp_zero_copy: bool,
     /// `xdp_attach = "native" | "generic"`: where the XDP program runs.
-    pub xdp_attach: Option<crate::xdp::AttachMode>,
+    pub xdp_attach: Option<qosnet_io::xdp::AttachMode>,
     /// CLOCK_REALTIME instants at which to snapshot port counters.
     pub marks: Vec<Instant>,
     /// Stop at this CLOCK_REALTIME instant, if given.
@@ -437,7 +437,7 @@ impl NodeConfig {
         let netns = f
             .netns
             .map(|n| {
-                crate::names::check_netns(n.get_ref())
+                qosnet_io::names::check_netns(n.get_ref())
                     .map(|_| n.get_ref().clone())
                     .map_err(|e| format!("{}: {e}", at(&n)))
             })
@@ -573,7 +573,7 @@ fn ports(
 ) -> Result<BTreeMap<String, String>, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for (peer, ifname) in given {
-        crate::names::check_ifname(ifname.get_ref())
+        qosnet_io::names::check_ifname(ifname.get_ref())
             .map_err(|e| format!("{}: ports.{peer}: {e}", at(ifname)))?;
         if let Some((other, _)) = out.iter().find(|(_, i)| *i == ifname.get_ref()) {
             return Err(format!(
@@ -627,7 +627,7 @@ pub fn run(
     let build = BuildOpts {
         static_peer_macs: false,
         flow_src: cfg.flow_src.clone(),
-        epoch: cfg.epoch.unwrap_or_else(crate::clock::now),
+        epoch: cfg.epoch.unwrap_or_else(qosnet_io::clock::now),
     };
     let h = open(&sc, &net, &setup, i, &build, &places, &o)?;
     // Listening before the node says it is ready, so a lab's tools find
@@ -647,7 +647,7 @@ pub fn run(
     };
     on_ready(&h);
     if let Some(r) = &cfg.ready {
-        crate::rundir::replace(r, b"").map_err(|e| format!("ready file: {e}"))?;
+        qosnet_io::rundir::replace(r, b"").map_err(|e| format!("ready file: {e}"))?;
     }
     let kind = sc.nodes[i].kind_name();
     let mut d = Driver::new(vec![h], driver);
@@ -678,7 +678,7 @@ pub fn run(
         let text = serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?;
         // Written whole then renamed, so a reader never sees half a
         // report; a new file of a random name, never through a link.
-        crate::rundir::replace(p, text.as_bytes()).map_err(|e| format!("report: {e}"))?;
+        qosnet_io::rundir::replace(p, text.as_bytes()).map_err(|e| format!("report: {e}"))?;
     }
     Ok((rep, dr))
 }
@@ -714,7 +714,7 @@ mod tests {
         let c = config("scenario = \"s.toml\"\nnode = \"R1\"\nxdp_zero_copy = true\nxdp_attach = \"skb\"\n")
             .unwrap();
         assert!(c.xdp_zero_copy);
-        assert_eq!(c.xdp_attach, Some(crate::xdp::AttachMode::Generic));
+        assert_eq!(c.xdp_attach, Some(qosnet_io::xdp::AttachMode::Generic));
         let bad = config("scenario = \"s.toml\"\nnode = \"R1\"\n[ports]\nR2 = \"e0\"\n[devices]\nR2 = 3\n")
             .unwrap_err();
         assert!(bad.starts_with("n.toml:6:") && bad.contains("string"), "{bad}");
@@ -773,7 +773,10 @@ mod tests {
         devs.insert("R2".into(), DeviceKind::AfPacket.name().into());
         cfg.insert("devices".into(), devs.into());
         cfg.insert("xdp_zero_copy".into(), true.into());
-        cfg.insert("xdp_attach".into(), crate::xdp::AttachMode::Native.name().into());
+        cfg.insert(
+            "xdp_attach".into(),
+            qosnet_io::xdp::AttachMode::Native.name().into(),
+        );
         cfg.insert("set".into(), vec![toml::Value::from("flow.f1.size=100")].into());
         cfg.insert("emulate_wire".into(), false.into());
         cfg.insert("emulate_cpu".into(), true.into());
@@ -793,7 +796,7 @@ mod tests {
         assert_eq!(c.ports["R2"], "R1-R2");
         assert_eq!(c.devices["h1"], DeviceKind::AfXdp);
         assert!(c.xdp_zero_copy && c.emulate_cpu && !c.emulate_wire);
-        assert_eq!(c.xdp_attach, Some(crate::xdp::AttachMode::Native));
+        assert_eq!(c.xdp_attach, Some(qosnet_io::xdp::AttachMode::Native));
         assert_eq!(c.sets, ["flow.f1.size=100"]);
         assert_eq!(c.report.as_deref(), Some(Path::new("/cfg/R1.report.json")));
         assert_eq!(c.flow_src, [None, Some("10.0.0.3".parse().unwrap())]);

@@ -38,8 +38,8 @@ use qosnet_core::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::device::Device;
 use crate::driver::{NodeHost, Service};
+use qosnet_io::device::Device;
 
 /// Largest request line, bytes (a unit of 256 KiB, hex-encoded).
 pub const MAX_REQUEST: usize = 1 << 20;
@@ -217,7 +217,7 @@ impl ControlServer {
             .spawn(move || {
                 // This thread and the connection threads it starts parse
                 // what clients send: no capability is needed for that.
-                let _ = crate::privs::drop_thread_privileges(&[]);
+                let _ = qosnet_io::privs::drop_thread_privileges(&[]);
                 for conn in listener.incoming() {
                     let Ok(mut conn) = conn else { continue };
                     if let Err(e) = peer_allowed(&conn) {
@@ -673,7 +673,7 @@ fn serve_conn(conn: UnixStream, tx: &SyncSender<Call>, wake: &UnixStream) {
 fn peer_allowed(c: &UnixStream) -> Result<(), String> {
     let cred = rustix::net::sockopt::socket_peercred(c).map_err(|e| format!("SO_PEERCRED: {e}"))?;
     let uid = cred.uid.as_raw();
-    if uid == 0 || uid == crate::rundir::euid() {
+    if uid == 0 || uid == qosnet_io::rundir::euid() {
         Ok(())
     } else {
         Err(format!("uid {uid} may not control this station"))
@@ -748,7 +748,7 @@ impl Client {
     /// listening runs as root or as the caller (SO_PEERCRED): nothing is
     /// sent to a socket some other user put there.
     pub fn connect(path: &Path) -> Result<Client, String> {
-        crate::rundir::check_socket(path).map_err(|e| format!("not trusting {}: {e}", path.display()))?;
+        qosnet_io::rundir::check_socket(path).map_err(|e| format!("not trusting {}: {e}", path.display()))?;
         let s = UnixStream::connect(path).map_err(|e| format!("connecting to {}: {e}", path.display()))?;
         peer_allowed(&s).map_err(|e| {
             format!(
@@ -791,12 +791,12 @@ impl Client {
 
 /// The control socket of `station` in the lab with namespace prefix
 /// `lab`: `NODE.ctl` in one of the lab's run directories
-/// ([`crate::rundir`]: `/run/qosnet/qosnet-PREFIX-*` for root), the one
+/// ([`qosnet_io::rundir`]: `/run/qosnet/qosnet-PREFIX-*` for root), the one
 /// whose station answers. Directories, sockets and listeners that are
 /// neither root's nor the caller's are never used, and are named in the
 /// error when nothing else is found.
 pub fn find_socket(lab: &str, station: &str) -> Result<PathBuf, String> {
-    let (dirs, refused) = crate::rundir::find(lab);
+    let (dirs, refused) = qosnet_io::rundir::find(lab);
     let mut found = Vec::new();
     let mut untrusted: Vec<String> = refused.iter().map(|e| e.to_string()).collect();
     for d in dirs {
@@ -804,7 +804,7 @@ pub fn find_socket(lab: &str, station: &str) -> Result<PathBuf, String> {
         if std::fs::symlink_metadata(&p).is_err() {
             continue;
         }
-        match crate::rundir::check_socket(&p) {
+        match qosnet_io::rundir::check_socket(&p) {
             Ok(()) => found.push(p),
             Err(e) => untrusted.push(e.to_string()),
         }
@@ -817,7 +817,7 @@ pub fn find_socket(lab: &str, station: &str) -> Result<PathBuf, String> {
             }
         }
     }
-    let where_ = match crate::rundir::base() {
+    let where_ = match qosnet_io::rundir::base() {
         Ok(Some(b)) => b.display().to_string(),
         _ => std::env::temp_dir().display().to_string(),
     };

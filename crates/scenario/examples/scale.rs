@@ -5,34 +5,12 @@
 //!
 //! `cargo run --release -p qosnet-scenario --example scale`
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
-/// The system allocator, counting bytes in use and their peak.
-struct Counting;
-static NOW: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; the
-// counters are only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc(l);
-        if !p.is_null() {
-            let n = NOW.fetch_add(l.size(), Relaxed) + l.size();
-            PEAK.fetch_max(n, Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l);
-        NOW.fetch_sub(l.size(), Relaxed);
-    }
-}
-
+/// The system allocator, counting bytes in use and their peak
+/// (`peak_alloc`: no allocator of our own, so no `unsafe` here).
 #[global_allocator]
-static A: Counting = Counting;
+static A: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 /// A chain h1 - R1 - ... - Rn - h2 (longer than any TTL: no flows; the
 /// flow benchmark below measures those).
@@ -93,13 +71,13 @@ fn main() {
     let mut prev: Option<f64> = None;
     for k in [1_000, 10_000, 100_000] {
         let text = flows(k);
-        let base = NOW.load(Relaxed);
-        PEAK.store(base, Relaxed);
+        let base = A.current_usage();
+        A.reset_peak_usage();
         let t = Instant::now();
         let sc = qosnet_scenario::load_str("flows", &text, &[]).expect("flows load");
         let secs = t.elapsed().as_secs_f64();
-        let peak = (PEAK.load(Relaxed) - base) as f64;
-        let kept = NOW.load(Relaxed).saturating_sub(base) as f64;
+        let peak = (A.peak_usage() - base) as f64;
+        let kept = A.current_usage().saturating_sub(base) as f64;
         let ratio = prev
             .map(|p| format!(", time x{:.1} for 10x the flows", secs / p))
             .unwrap_or_default();

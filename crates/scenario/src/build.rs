@@ -666,7 +666,7 @@ pub fn build_router(
         let mut rt = *rt;
         if let (None, Some(f)) = (rt.gateway, nn.ifaces.get(rt.port as usize)) {
             let m = qosnet_core::route::mask(f.prefix_len);
-            if u32::from(rt.prefix) & m != u32::from(f.ip) & m {
+            if u32::from(rt.dst.addr) & m != u32::from(f.ip) & m {
                 rt = rt.via(f.peer_ip);
             }
         }

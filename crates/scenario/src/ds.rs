@@ -6,9 +6,10 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use crate::load::{parse_subnet, Ctx, ScenarioError};
+use crate::load::{Ctx, ScenarioError};
 use crate::model::*;
 use crate::raw::{self, S};
+use qosnet_core::route::Ipv4Prefix;
 
 pub(crate) fn diffserv(
     cx: &Ctx,
@@ -288,9 +289,16 @@ fn rule(
     let addr = |v: &Option<S<String>>| -> Result<Option<AddrSpec>, ScenarioError> {
         let Some(v) = v else { return Ok(None) };
         if v.get_ref().contains('/') {
-            let (a, l) = parse_subnet(v.get_ref())
-                .map_err(|e| cx.err(v.span(), e, "a prefix such as \"10.0.3.0/24\" or a node name"))?;
-            Ok(Some(AddrSpec::Prefix(a, l)))
+            let p = Ipv4Prefix::parse_cidr(v.get_ref())
+                .map(|p| p.network())
+                .map_err(|e| {
+                    cx.err(
+                        v.span(),
+                        e.to_string(),
+                        "a prefix such as \"10.0.3.0/24\" or a node name",
+                    )
+                })?;
+            Ok(Some(AddrSpec::Prefix(p)))
         } else {
             Ok(Some(AddrSpec::Node(node_of(v.get_ref(), v.span())?)))
         }

@@ -201,7 +201,7 @@ pub fn classifier(sc: &Scenario, net: &Network, i: usize) -> Result<Option<DsCla
         .collect();
     let addr = |a: &Option<AddrSpec>| {
         a.map(|a| match a {
-            AddrSpec::Prefix(p, l) => (p, l),
+            AddrSpec::Prefix(p) => (p.addr, p.len),
             AddrSpec::Node(n) => (net.nodes[n].ifaces[0].ip, 32),
         })
     };

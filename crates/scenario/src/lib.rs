@@ -2,6 +2,8 @@
 //! routers and schedulers, its flows and its run, and drives both the
 //! simulator and the live lab. See docs/scenario-format.md for every key.
 
+#![forbid(unsafe_code)]
+
 pub mod build;
 mod ds;
 pub mod dsbuild;

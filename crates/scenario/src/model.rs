@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use qosnet_core::route::Ipv4Prefix;
 use qosnet_core::{Duration, Framing};
 
 pub use crate::raw::PaperCell;
@@ -286,7 +287,8 @@ pub struct DsProfileSpec {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddrSpec {
-    Prefix(Ipv4Addr, u8),
+    /// A prefix, host bits cleared.
+    Prefix(Ipv4Prefix),
     /// A node's address (a host's only interface).
     Node(usize),
 }
@@ -717,8 +719,8 @@ impl Flow {
 #[derive(Clone, Debug)]
 pub struct StaticRoute {
     pub node: usize,
-    pub prefix: Ipv4Addr,
-    pub len: u8,
+    /// The destinations, host bits cleared.
+    pub dst: Ipv4Prefix,
     pub via: usize,
     pub ttl: Option<(u8, u8)>,
 }

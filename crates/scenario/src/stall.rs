@@ -2,7 +2,7 @@
 //! from the start of traffic to the end of the run, as one flag for both
 //! sides of a sim/live A/B. Live (`qosnet lab run --stall`), a SCHED_FIFO
 //! 99 busy loop takes the router thread's core, which runs every router
-//! of the lab (`qosnet_live::rt`); in the simulator (`qosnet sim --stall`)
+//! of the lab (`qosnet_io::rt`); in the simulator (`qosnet sim --stall`)
 //! the same schedule becomes a `[[fault]] kind = "stall"` of those routers
 //! together (docs/scenario-format.md). ICC 2006 §IV's time frames are
 //! 250 µs, so a stall of a few hundred µs already costs TDP frames; this

@@ -478,7 +478,7 @@ impl Network {
                     }
                     // Two flows to one host along the same path share routes.
                     match nodes[at].routes.lookup(dst, f.ttl) {
-                        Some(o) if o.len == 32 && o.port == p as u16 => {}
+                        Some(o) if o.dst.len == 32 && o.port == p as u16 => {}
                         _ => nodes[at].routes.add(rt).map_err(|e| {
                             ferr(
                                 format!("router {}: {e}", sc.nodes[at].name),
@@ -501,7 +501,7 @@ impl Network {
                     "via names a router in one of the node's broadcast domains",
                 )
             })?;
-            let mut rt = Route::new(s.prefix, s.len, p as u16).via(gw);
+            let mut rt = Route::new(s.dst.addr, s.dst.len, p as u16).via(gw);
             if let Some((lo, hi)) = s.ttl {
                 rt = rt.with_ttl(lo, hi);
             }

@@ -6,6 +6,8 @@
 //! The routers are the core's sans-IO state machines, the same code live
 //! mode runs on real packets.
 
+#![forbid(unsafe_code)]
+
 mod build;
 pub mod engine;
 pub mod host;

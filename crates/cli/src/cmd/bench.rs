@@ -1,13 +1,13 @@
 //! `qosnet bench forward`: RFC 2544-style zero-loss throughput and router
 //! CPU per forwarded packet through one router — Linux kernel forwarding
 //! and qosnet FIFO, TDP and DiffServ — at 64- and 1518-byte frames, on the
-//! same namespace topology in one run (`qosnet_live::bench`), printed as
+//! same namespace topology in one run (`qosnet_lab::bench`), printed as
 //! ratios against the kernel.
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
 
-use qosnet_live::bench::BenchPoint;
+use qosnet_lab::bench::BenchPoint;
 
 use crate::args::{need_root, parse_duration, signals};
 
@@ -59,7 +59,7 @@ pub fn run(c: BenchCmd) -> Result<()> {
     if !(0.0..1.0).contains(&a.loss) {
         return Err(anyhow!("--loss {}: a fraction in [0, 1)", a.loss));
     }
-    let cfg = qosnet_live::bench::BenchConfig {
+    let cfg = qosnet_lab::bench::BenchConfig {
         prefix: a.prefix.clone(),
         trial: parse_duration(&a.trial)?,
         frame_sizes: a.frames.clone(),
@@ -68,7 +68,7 @@ pub fn run(c: BenchCmd) -> Result<()> {
         loss: a.loss,
         tester: a.tester.parse().map_err(|e: String| anyhow!(e))?,
     };
-    let pts = qosnet_live::bench::forward(&cfg, stop).map_err(|e| anyhow!("{e}"))?;
+    let pts = qosnet_lab::bench::forward(&cfg, stop).map_err(|e| anyhow!("{e}"))?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&pts)?);
         return Ok(());

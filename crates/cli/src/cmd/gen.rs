@@ -1,11 +1,11 @@
-//! `qosnet gen`: measurement UDP traffic (probe payloads, `qosnet_live::traffic`)
+//! `qosnet gen`: measurement UDP traffic (probe payloads, `qosnet_lab::traffic`)
 //! to a sink, usable outside a lab and without root.
 
 use std::net::SocketAddrV4;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use qosnet_live::traffic;
+use qosnet_lab::traffic;
 
 use crate::args::{ctrl_c_flag, parse_duration};
 
@@ -53,12 +53,12 @@ pub fn run(a: GenArgs) -> Result<()> {
             a.size
                 .parse()
                 .ok()
-                .filter(|&b: &u32| (qosnet_live::traffic::MIN_IP_SIZE as u32..=65_535).contains(&b))
+                .filter(|&b: &u32| (qosnet_lab::traffic::MIN_IP_SIZE as u32..=65_535).contains(&b))
                 .ok_or_else(|| {
                     anyhow!(
                         "--size {}: a number of IP bytes from {} (the smallest packet that carries a measurement probe) to 65535, or imix",
                         a.size,
-                        qosnet_live::traffic::MIN_IP_SIZE
+                        qosnet_lab::traffic::MIN_IP_SIZE
                     )
                 })?,
         )
@@ -96,7 +96,7 @@ pub fn run(a: GenArgs) -> Result<()> {
         count: a.count,
         seed: a.seed,
         measure: None,
-        spin: qosnet_live::clock::DEFAULT_SPIN,
+        spin: qosnet_io::clock::DEFAULT_SPIN,
     };
     let stop = ctrl_c_flag()?;
     let r = traffic::run_gen(&cfg, &stop).with_context(|| format!("sending to {}", a.dst))?;

@@ -1,5 +1,5 @@
 //! `qosnet lab run|up|exec|down`: a scenario as a live network-namespace
-//! lab with qosnet routers (`qosnet_live::labrun`), its results printed
+//! lab with qosnet routers (`qosnet_lab::labrun`), its results printed
 //! like `qosnet sim`'s.
 
 use std::net::SocketAddr;
@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use qosnet_experiments::report::{self, lateness_line};
-use qosnet_live::lab;
-use qosnet_live::labrun::{self, LiveLab, LiveOptions, NodeProcesses};
-use qosnet_live::placement::Placement;
+use qosnet_lab::lab;
+use qosnet_lab::labrun::{self, LiveLab, LiveOptions, NodeProcesses};
+use qosnet_lab::placement::Placement;
 
 use super::print_driver;
 use crate::args::{need_root, signals, DriverArgs, MetricsArgs, PrefixArgs, ScenarioArgs};
@@ -343,7 +343,7 @@ fn lab_run(a: LabRunArgs) -> Result<()> {
 /// inside it would do nothing.
 struct Faults {
     kills: Vec<(String, qosnet_core::time::Duration)>,
-    stalls: Option<qosnet_live::rt::StallSpec>,
+    stalls: Option<qosnet_io::rt::StallSpec>,
     crash_holding_token: Vec<(String, u64)>,
 }
 
@@ -358,7 +358,7 @@ impl Faults {
             f.kills.push(parse_kill(k, sc, processes)?);
         }
         if let Some(s) = &a.stall {
-            let spec = qosnet_live::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?;
+            let spec = qosnet_io::rt::StallSpec::parse(s).map_err(|e| anyhow!(e))?;
             spec.fits(sc.duration).map_err(|e| anyhow!("--stall {s}: {e}"))?;
             f.stalls = Some(spec);
         }
@@ -553,15 +553,15 @@ fn lab_export(a: LabExportArgs) -> Result<()> {
         Some(b) => b.clone(),
         None => std::env::current_exe().context("finding the qosnet binary")?,
     };
-    let o = qosnet_live::containerlab::ClabOptions {
+    let o = qosnet_lab::containerlab::ClabOptions {
         image: a.image.clone(),
         host_image: a.host_image.clone(),
         qosnet_bin: bin,
         metrics: a.metrics.0.map(|m| m.to_string()),
         sets: a.sc.run.overrides().sets(),
     };
-    let e = qosnet_live::containerlab::export(&sc, &text, &o).map_err(|e| anyhow!(e))?;
-    let files = qosnet_live::containerlab::write(&e, &a.containerlab).map_err(|e| anyhow!(e))?;
+    let e = qosnet_lab::containerlab::export(&sc, &text, &o).map_err(|e| anyhow!(e))?;
+    let files = qosnet_lab::containerlab::write(&e, &a.containerlab).map_err(|e| anyhow!(e))?;
     for f in &files {
         outln!("wrote {}", f.display());
     }
@@ -587,7 +587,7 @@ fn lab_merge(a: LabMergeArgs) -> Result<()> {
             serde_json::from_str(&text).with_context(|| format!("{}: not a results.json", p.display()))?;
         parts.push(r);
     }
-    let r = qosnet_live::placement::merge(&parts).map_err(|e| anyhow!(e))?;
+    let r = qosnet_lab::placement::merge(&parts).map_err(|e| anyhow!(e))?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -616,7 +616,7 @@ fn lab_merge(a: LabMergeArgs) -> Result<()> {
 fn lab_exec(a: LabExecArgs) -> Result<()> {
     need_root("qosnet lab exec")?;
     let ns = format!("{}-{}", a.prefix.prefix, a.node);
-    if !qosnet_live::netns::exists(&ns) {
+    if !qosnet_io::netns::exists(&ns) {
         bail!(
             "namespace {ns} does not exist (is `qosnet lab up` running with prefix {}?)",
             a.prefix.prefix

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use qosnet_live::labrun::LiveOptions;
+use qosnet_lab::labrun::LiveOptions;
 use qosnet_live::node::{self, NodeConfig, OpenOptions};
 
 use super::print_driver;
@@ -35,7 +35,7 @@ pub struct NodeArgs {
 
 pub fn run(a: NodeArgs) -> Result<()> {
     let cfg = NodeConfig::from_file(&a.config).map_err(|e| anyhow!(e))?;
-    if !qosnet_live::netns::is_root() {
+    if !qosnet_io::netns::is_root() {
         bail!("qosnet node needs root (or CAP_NET_RAW and CAP_NET_ADMIN) for AF_PACKET sockets in promiscuous mode");
     }
     let mut o = LiveOptions::default();

@@ -34,7 +34,7 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub strict: bool,
     /// Namespace prefix of the live labs.
-    #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
+    #[arg(long, default_value = qosnet_lab::lab::DEFAULT_PREFIX)]
     pub prefix: String,
     /// Who sends the live runs' flows: `tester` (one thread owning the
     /// hosts' interfaces, exact send times, kernel receive timestamps),
@@ -66,7 +66,7 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
         }
     };
     let e = qosnet_experiments::find(&name)?;
-    let mut devices = qosnet_live::netdev::PortDevices::default();
+    let mut devices = qosnet_io::netdev::PortDevices::default();
     crate::args::add_devices(&mut devices, &a.device)?;
     let o = RunOptions {
         overrides: a.run.overrides(),

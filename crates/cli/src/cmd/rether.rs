@@ -21,7 +21,7 @@ use serde_json::Value;
 #[derive(Args, Clone, Debug)]
 pub struct Target {
     /// The lab's namespace prefix (`qosnet lab up ... --prefix`).
-    #[arg(long, default_value = qosnet_live::lab::DEFAULT_PREFIX)]
+    #[arg(long, default_value = qosnet_lab::lab::DEFAULT_PREFIX)]
     pub lab: String,
     /// The station (scenario node name).
     #[arg(long)]

@@ -1,5 +1,5 @@
 //! `qosnet sink`: receive measurement traffic and print per-flow loss,
-//! delay and jitter (`qosnet_live::traffic::Sink`).
+//! delay and jitter (`qosnet_lab::traffic::Sink`).
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::Ordering;
@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use clap::Args;
 use qosnet_experiments::report::fmt_ns;
-use qosnet_live::traffic;
+use qosnet_lab::traffic;
 
 use crate::args::{ctrl_c_flag, parse_duration};
 
@@ -33,7 +33,7 @@ pub fn run(a: SinkArgs) -> Result<()> {
     s.set_max_flows(a.max_flows as usize);
     let stop = ctrl_c_flag()?;
     let until = match &a.duration {
-        Some(d) => qosnet_live::clock::now() + parse_duration(d)?,
+        Some(d) => qosnet_io::clock::now() + parse_duration(d)?,
         None => qosnet_core::Instant::MAX,
     };
     if !a.json {

@@ -30,14 +30,14 @@ use std::sync::Arc;
 
 use qosnet_core::time::Duration;
 use qosnet_core::wire;
-use qosnet_live::afpacket::{AfPacket, AfPacketConfig};
-use qosnet_live::clock::{self, LatenessSummary};
-use qosnet_live::device::{wait_readable, Device};
+use qosnet_io::afpacket::{AfPacket, AfPacketConfig};
+use qosnet_io::clock::{self, LatenessSummary};
+use qosnet_io::device::{wait_readable, Device};
+use qosnet_io::netns;
+use qosnet_lab::labrun::{LiveLab, LiveOptions};
+use qosnet_lab::labtools::{have, host_ip, parse_ping, router_counters, set_nice, warm_up, ChildGuard};
+use qosnet_lab::traffic::{run_gen, FlowReport, GenConfig, GenReport, Rate, Sink, IP_UDP_HDR};
 use qosnet_live::driver::DriverReport;
-use qosnet_live::labrun::{LiveLab, LiveOptions};
-use qosnet_live::labtools::{have, host_ip, parse_ping, router_counters, set_nice, warm_up, ChildGuard};
-use qosnet_live::netns;
-use qosnet_live::traffic::{run_gen, FlowReport, GenConfig, GenReport, Rate, Sink, IP_UDP_HDR};
 use qosnet_scenario::{Scenario, SizeDist};
 use serde::Serialize;
 

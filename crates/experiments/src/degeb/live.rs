@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{anyhow, Result};
 use qosnet_core::time::Duration;
-use qosnet_live::labrun::LiveOptions;
+use qosnet_lab::labrun::LiveOptions;
 use qosnet_scenario::results::Results;
 
 use super::lab::{self, PingResult, T1Options, T1Point, T4Options, T4Run};
@@ -56,7 +56,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let sim4 = sim_t4(&base)?;
 
     eprintln!("measuring this machine's timer noise (0.3 s)...");
-    let noise = qosnet_live::clock::measure_timer_noise(std::time::Duration::from_millis(300));
+    let noise = qosnet_io::clock::measure_timer_noise(std::time::Duration::from_millis(300));
     let lo = LiveOptions {
         prefix: o.prefix.clone(),
         timer_noise: false,

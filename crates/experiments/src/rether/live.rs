@@ -13,8 +13,8 @@
 //! same run; and the live mode-switch time (CSMA → RETHER, §4.3).
 
 use anyhow::{anyhow, Result};
-use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
-use qosnet_live::rundir::RunDir;
+use qosnet_io::rundir::RunDir;
+use qosnet_lab::labrun::{self, LiveOptions, NodeProcesses};
 use qosnet_scenario::results::Results;
 use serde_json::Value;
 

@@ -24,7 +24,7 @@
 //! configuration) and the class shares on OL_1 ("bulk 2x").
 
 use anyhow::{anyhow, Result};
-use qosnet_live::labrun::{self, LiveOptions, NodeProcesses};
+use qosnet_lab::labrun::{self, LiveOptions, NodeProcesses};
 use qosnet_scenario::results::Results;
 use qosnet_scenario::Scenario;
 
@@ -119,7 +119,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let exe = std::env::current_exe().map_err(|e| anyhow!("finding the qosnet binary: {e}"))?;
     // A private run directory (never a predictable path in /tmp): root's
     // node processes load these files.
-    let dir = qosnet_live::rundir::RunDir::create("stsdr-live").map_err(|e| anyhow!("run directory: {e}"))?;
+    let dir = qosnet_io::rundir::RunDir::create("stsdr-live").map_err(|e| anyhow!("run directory: {e}"))?;
     let mut files = Vec::new();
     for &i in &[LIVE_LDS, LIVE_NOWFQ, LIVE_BULK] {
         let p = dir
@@ -137,7 +137,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     let sim_kpps: Vec<f64> = sims.iter().map(|(sc, r)| measure(sc, r).kpps).collect();
 
     eprintln!("measuring this machine's timer noise (0.3 s)...");
-    let noise = qosnet_live::clock::measure_timer_noise(std::time::Duration::from_millis(300));
+    let noise = qosnet_io::clock::measure_timer_noise(std::time::Duration::from_millis(300));
     let stop = run::signals()?;
     let mut points: Vec<Vec<Point>> = cfgs.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, Result};
-use qosnet_live::labrun::{self, LiveOptions, TrafficSource};
+use qosnet_lab::labrun::{self, LiveOptions, TrafficSource};
 use qosnet_scenario::results::Results;
 
 use super::{paper_jitter, SCENARIOS, TABLES};

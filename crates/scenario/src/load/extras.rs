@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use qosnet_core::Duration;
 
 use super::limits::{MAX_RUN, MAX_TF};
-use super::{parse_subnet, Ctx, Names, ScenarioError};
+use super::{Ctx, Names, ScenarioError};
 use crate::model::*;
 use crate::raw;
 use crate::units::parse_duration;
+use qosnet_core::route::Ipv4Prefix;
 
 /// Whether two nodes have IP ports in one broadcast domain.
 fn domains_adjacent(links: &[Link], a: usize, b: usize) -> bool {
@@ -47,8 +48,9 @@ pub(super) fn routes(
                 "via names a node linked to the route's node",
             ));
         }
-        let (prefix, len) = parse_subnet(r.prefix.get_ref())
-            .map_err(|e| cx.err(r.prefix.span(), e, "e.g. prefix = \"10.0.3.0/24\""))?;
+        let dst = Ipv4Prefix::parse_cidr(r.prefix.get_ref())
+            .map(|p| p.network())
+            .map_err(|e| cx.err(r.prefix.span(), e.to_string(), "e.g. prefix = \"10.0.3.0/24\""))?;
         let ttl = match &r.ttl {
             None => None,
             Some(t) => match t.get_ref().as_slice() {
@@ -62,13 +64,7 @@ pub(super) fn routes(
                 }
             },
         };
-        routes.push(StaticRoute {
-            node,
-            prefix,
-            len,
-            via,
-            ttl,
-        });
+        routes.push(StaticRoute { node, dst, via, ttl });
     }
 
     Ok(routes)

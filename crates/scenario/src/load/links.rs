@@ -17,9 +17,10 @@ use std::ops::Range;
 use qosnet_core::{Duration, Framing};
 
 use super::limits::{MAX_LINK_DELAY, MAX_PROPAGATION};
-use super::{parse_subnet, Ctx, Names, ScenarioError};
+use super::{Ctx, Names, ScenarioError};
 use crate::model::*;
 use crate::raw::{self, S};
+use qosnet_core::route::Ipv4Prefix;
 
 /// A `[[segment]]` turned into a node, with what its drop links need.
 pub(super) struct SegmentInfo {
@@ -480,8 +481,9 @@ fn domains(
         let mut named: Option<(Ipv4Addr, u8, Range<usize>)> = None;
         for &(_, li, _) in m {
             if let Some(s) = &subnets[li] {
-                let (p, len) = parse_subnet(s.get_ref())
-                    .map_err(|e| cx.err(s.span(), e, "e.g. subnet = \"10.0.12.0/24\""))?;
+                let Ipv4Prefix { addr: p, len } = Ipv4Prefix::parse_cidr(s.get_ref())
+                    .map(|p| p.network())
+                    .map_err(|e| cx.err(s.span(), e.to_string(), "e.g. subnet = \"10.0.12.0/24\""))?;
                 match &named {
                     Some((q, ql, _)) if (*q, *ql) != (p, len) => {
                         return Err(cx.err(

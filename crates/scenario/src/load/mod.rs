@@ -26,7 +26,6 @@ mod stsdr;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::Ipv4Addr;
 use std::ops::Range;
 
 use qosnet_core::Duration;
@@ -1066,18 +1065,4 @@ fn validate(
         })?;
     }
     Ok(())
-}
-
-pub fn parse_subnet(s: &str) -> Result<(Ipv4Addr, u8), String> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| format!("`{s}` is not ADDRESS/LENGTH"))?;
-    let addr: Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
-    let len: u8 = l
-        .parse()
-        .ok()
-        .filter(|l| *l <= 32)
-        .ok_or_else(|| format!("`{l}` is not a prefix length 0..=32"))?;
-    let m = qosnet_core::route::mask(len);
-    Ok((Ipv4Addr::from(u32::from(addr) & m), len))
 }

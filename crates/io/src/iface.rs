@@ -7,54 +7,14 @@
 //! `ethtool` binary also uses, so the lab needs no ethtool package.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use qosnet_core::wire::MacAddr;
 
+use crate::sys;
+
 /// Longest interface name Linux accepts (IFNAMSIZ − 1).
 pub const IFNAME_MAX: usize = 15;
-
-// struct ifreq: a 16-byte name and a 24-byte union on 64-bit Linux.
-#[repr(C)]
-struct IfReq {
-    name: [u8; 16],
-    data: IfReqData,
-}
-
-#[repr(C)]
-union IfReqData {
-    ptr: *mut libc::c_void,
-    int: libc::c_int,
-    hwaddr: libc::sockaddr,
-    _pad: [u8; 24],
-}
-
-impl IfReq {
-    fn new(ifname: &str) -> io::Result<IfReq> {
-        let b = ifname.as_bytes();
-        if b.is_empty() || b.len() > IFNAME_MAX || b.contains(&0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("bad interface name {ifname:?}"),
-            ));
-        }
-        let mut name = [0u8; 16];
-        name[..b.len()].copy_from_slice(b);
-        Ok(IfReq {
-            name,
-            data: IfReqData { _pad: [0; 24] },
-        })
-    }
-}
-
-// struct ethtool_value from <linux/ethtool.h>.
-#[repr(C)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
-}
-
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
 
 /// The offloads that make AF_PACKET see something other than wire frames:
 /// (get, set) ethtool commands. Checksum offload leaves UDP checksums
@@ -71,68 +31,48 @@ pub const OFFLOADS: &[(&str, u32, u32)] = &[
 
 /// A datagram socket used only as a handle for interface ioctls.
 fn ctl_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+    Ok(socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
-fn ioctl(fd: &OwnedFd, req: libc::c_ulong, ifr: &mut IfReq, what: &str) -> io::Result<()> {
-    // SAFETY: `ifr` is a properly sized struct ifreq that lives across the
-    // call; any pointer inside it points to memory that also outlives it.
-    let r = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, ifr as *mut IfReq) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        let name = String::from_utf8_lossy(&ifr.name);
-        return Err(io::Error::new(
-            e.kind(),
-            format!("{what} on {}: {e}", name.trim_end_matches('\0')),
-        ));
-    }
-    Ok(())
+/// The error of request `what` on `ifname`, with both named.
+fn ctx(e: io::Error, what: &str, ifname: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} on {ifname}: {e}"))
+}
+
+fn ioctl(fd: &OwnedFd, req: u64, ifname: &str, what: &str) -> io::Result<sys::IfReq> {
+    let mut ifr = sys::IfReq::new(ifname)?;
+    sys::ioctl_ifreq(fd.as_fd(), req, &mut ifr).map_err(|e| ctx(e, what, ifname))?;
+    Ok(ifr)
 }
 
 fn ethtool(fd: &OwnedFd, ifname: &str, cmd: u32, data: u32) -> io::Result<u32> {
-    let mut v = EthtoolValue { cmd, data };
-    let mut ifr = IfReq::new(ifname)?;
-    ifr.data.ptr = &mut v as *mut EthtoolValue as *mut libc::c_void;
-    ioctl(fd, SIOCETHTOOL, &mut ifr, "SIOCETHTOOL")?;
-    Ok(v.data)
+    sys::ethtool_value(fd.as_fd(), ifname, cmd, data).map_err(|e| ctx(e, "SIOCETHTOOL", ifname))
 }
 
 /// Interface index in the calling thread's namespace.
 pub fn index(ifname: &str) -> io::Result<u32> {
     let fd = ctl_socket()?;
-    let mut ifr = IfReq::new(ifname)?;
-    ioctl(&fd, libc::SIOCGIFINDEX as _, &mut ifr, "SIOCGIFINDEX")?;
-    // SAFETY: SIOCGIFINDEX filled the int member of the union.
-    Ok(unsafe { ifr.data.int } as u32)
+    rustix::net::netdevice::name_to_index(&fd, ifname).map_err(|e| ctx(e.into(), "SIOCGIFINDEX", ifname))
 }
 
 /// Hardware address of an interface.
 pub fn mac(ifname: &str) -> io::Result<MacAddr> {
     let fd = ctl_socket()?;
-    let mut ifr = IfReq::new(ifname)?;
-    ioctl(&fd, libc::SIOCGIFHWADDR as _, &mut ifr, "SIOCGIFHWADDR")?;
-    // SAFETY: SIOCGIFHWADDR filled the sockaddr member of the union.
-    let sa = unsafe { ifr.data.hwaddr };
-    let mut m = [0u8; 6];
-    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
-        *d = *s as u8;
-    }
-    Ok(MacAddr(m))
+    let ifr = ioctl(&fd, libc::SIOCGIFHWADDR, ifname, "SIOCGIFHWADDR")?;
+    Ok(MacAddr(ifr.hwaddr()))
 }
 
 /// MTU of an interface (IP bytes, without the Ethernet header).
 pub fn mtu(ifname: &str) -> io::Result<u32> {
     let fd = ctl_socket()?;
-    let mut ifr = IfReq::new(ifname)?;
-    ioctl(&fd, libc::SIOCGIFMTU as _, &mut ifr, "SIOCGIFMTU")?;
-    // SAFETY: SIOCGIFMTU filled the int member of the union.
-    Ok(unsafe { ifr.data.int } as u32)
+    let ifr = ioctl(&fd, libc::SIOCGIFMTU, ifname, "SIOCGIFMTU")?;
+    Ok(ifr.int() as u32)
 }
 
 /// Switch every offload in [`OFFLOADS`] off. Offloads a driver cannot

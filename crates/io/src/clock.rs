@@ -31,39 +31,34 @@ pub enum ClockId {
 }
 
 impl ClockId {
-    fn raw(self) -> libc::clockid_t {
+    fn raw(self) -> rustix::time::ClockId {
         match self {
-            ClockId::Realtime => libc::CLOCK_REALTIME,
-            ClockId::Monotonic => libc::CLOCK_MONOTONIC,
+            ClockId::Realtime => rustix::time::ClockId::Realtime,
+            ClockId::Monotonic => rustix::time::ClockId::Monotonic,
         }
     }
 }
 
-fn read(id: libc::clockid_t) -> Instant {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; both clocks always exist
-    // on Linux, so it cannot fail (vDSO, no system call in practice).
-    unsafe { libc::clock_gettime(id, &mut ts) };
+fn read(id: ClockId) -> Instant {
+    // Both clocks always exist on Linux (vDSO, no system call in practice).
+    let ts = rustix::time::clock_gettime(id.raw());
     Instant(ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// CLOCK_REALTIME now: the live drivers' time.
 pub fn now() -> Instant {
-    read(libc::CLOCK_REALTIME)
+    read(ClockId::Realtime)
 }
 
 /// CLOCK_REALTIME now (the same as [`now`], named for clarity at call
 /// sites that mix clocks).
 pub fn realtime_now() -> Instant {
-    read(libc::CLOCK_REALTIME)
+    read(ClockId::Realtime)
 }
 
 /// CLOCK_MONOTONIC now.
 pub fn monotonic_now() -> Instant {
-    read(libc::CLOCK_MONOTONIC)
+    read(ClockId::Monotonic)
 }
 
 /// Default margin before a deadline where sleeping stops and spinning
@@ -106,20 +101,20 @@ impl Clock {
     }
 
     pub fn now(&self) -> Instant {
-        read(self.id.raw())
+        read(self.id)
     }
 
     /// Sleep in the kernel until `deadline` on this clock (absolute, so a
     /// signal or an early wake-up never shortens the total wait). Returns
     /// early only if interrupted; callers re-check the time.
     pub fn sleep_until(&self, deadline: Instant) {
-        let ts = libc::timespec {
-            tv_sec: (deadline.0 / 1_000_000_000) as libc::time_t,
-            tv_nsec: (deadline.0 % 1_000_000_000) as libc::c_long,
+        let ts = rustix::time::Timespec {
+            tv_sec: (deadline.0 / 1_000_000_000) as i64,
+            tv_nsec: (deadline.0 % 1_000_000_000) as _,
         };
-        // SAFETY: clock_nanosleep reads one timespec; with TIMER_ABSTIME
-        // the remainder pointer is unused and may be null.
-        unsafe { libc::clock_nanosleep(self.id.raw(), libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+        // Absolute, so the remainder is not needed; an interruption
+        // returns early and callers re-check the time.
+        let _ = rustix::thread::clock_nanosleep_absolute(self.id.raw(), &ts);
     }
 
     /// Return at `deadline` or just after: sleep until `spin` before it,
@@ -151,18 +146,16 @@ pub fn wait_until(deadline: Instant) -> Instant {
 /// wants tight wake-ups sets 1 ns. Returns the previous value.
 pub fn set_timer_slack(slack: Duration) -> Duration {
     let old = timer_slack();
-    let ns = slack.as_nanos().max(1) as libc::c_ulong;
-    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long and affects only the
-    // calling thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns, 0, 0, 0) };
+    // Affects only the calling thread; at least 1 ns (0 would mean "the
+    // default").
+    let ns = std::num::NonZeroU64::new(slack.as_nanos().max(1));
+    let _ = rustix::thread::set_current_timer_slack(ns);
     old
 }
 
 /// The calling thread's timer slack.
 pub fn timer_slack() -> Duration {
-    // SAFETY: PR_GET_TIMERSLACK takes no arguments and returns the value.
-    let r = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
-    Duration(r.max(0) as u64)
+    Duration(rustix::thread::current_timer_slack().unwrap_or(0))
 }
 
 /// A distribution of nanosecond values (wake-up lateness, stalls), kept in
@@ -324,8 +317,7 @@ pub fn measure_timer_noise(duration: std::time::Duration) -> TimerNoise {
 /// Time the calling thread has spent runnable but not running (waiting
 /// for a CPU held by others), from `/proc/thread-self/schedstat`: what a
 /// timing test uses to tell contention from its own lateness.
-#[cfg(test)]
-pub(crate) fn thread_runqueue_wait_ns() -> Option<u64> {
+pub fn thread_runqueue_wait_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().nth(1)?.parse().ok()
 }
@@ -376,7 +368,7 @@ mod tests {
             if s.count >= 25 {
                 assert!(s.p50_ns < 50_000, "{clock:?}: {s} ({contended} waits contended)");
             } else {
-                crate::testkit::relaxed(
+                crate::noise::relaxed(
                     "lateness",
                     &format!("{contended} of 50 waits kept off the CPU by other processes"),
                 );

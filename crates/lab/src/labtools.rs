@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::{Child, Stdio};
 
-use crate::driver::Driver;
 use crate::labrun::LiveLab;
-use crate::netdev::NetDevice;
-use crate::netns;
+use qosnet_io::netdev::NetDevice;
+use qosnet_io::netns;
+use qosnet_live::driver::Driver;
 
 /// Is `bin` on the PATH?
 pub fn have(bin: &str) -> bool {
@@ -94,7 +94,7 @@ pub fn router_counters(d: &Driver<NetDevice>) -> BTreeMap<String, BTreeMap<Strin
 /// Set the calling thread's nice value (negative needs CAP_SYS_NICE);
 /// the old one, or `None` if refused.
 pub fn set_nice(nice: i32) -> Option<i32> {
-    crate::driver::set_nice(nice)
+    qosnet_io::rt::set_nice(nice)
 }
 
 /// iputils ping's summary (`-q`): transmitted, received, and rtt

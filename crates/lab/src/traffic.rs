@@ -2,7 +2,7 @@
 //!
 //! The generator sends UDP datagrams through the kernel's own UDP/IP stack
 //! (so it works from any host, in a lab namespace or on a real machine),
-//! paced on CLOCK_REALTIME with [`crate::clock`]: CBR with a start phase,
+//! paced on CLOCK_REALTIME with [`qosnet_io::clock`]: CBR with a start phase,
 //! Poisson, or on/off, of fixed size or IMIX, with a chosen DSCP. Every
 //! payload starts with a [`Probe`] — flow id, sequence number, send time —
 //! the format qosnet's simulated sources use too. Sizes are **IP packet
@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use qosnet_core::probe::Probe;
@@ -27,7 +27,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::clock::{self, Clock, Lateness, LatenessSummary};
+use qosnet_io::clock::{self, Clock, Lateness, LatenessSummary};
 
 /// IPv4 + UDP header bytes in front of the payload, and the smallest IP
 /// packet that carries a probe (the compact one, 40 bytes: IMIX's small
@@ -149,54 +149,16 @@ pub struct GenReport {
 /// allows and a plain `bind` refuses with EADDRINUSE. Generators only
 /// send, so sharing the port loses nothing.
 fn bind_shared(addr: SocketAddrV4) -> io::Result<UdpSocket> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: a plain socket(2) call; the descriptor is owned by the
-    // UdpSocket below (closed on every error path by its Drop).
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh socket nobody else owns.
-    let sock = unsafe { UdpSocket::from_raw_fd(fd) };
-    set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    let sa = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*addr.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: passes a live sockaddr_in of the size given.
-    let r = unsafe {
-        libc::bind(
-            sock.as_raw_fd(),
-            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(sock)
+    use rustix::net::{bind, socket_with, sockopt, AddressFamily, SocketFlags, SocketType};
+    let fd = socket_with(AddressFamily::INET, SocketType::DGRAM, SocketFlags::CLOEXEC, None)?;
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    bind(&fd, &addr)?;
+    Ok(UdpSocket::from(fd))
 }
 
-fn set_int_opt(sock: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: passes a live c_int of the right size to setsockopt.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            opt,
-            &v as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+/// `setsockopt` of a C int that rustix has no call for.
+fn set_int_opt(sock: &UdpSocket, level: i32, opt: i32, v: i32) -> io::Result<()> {
+    qosnet_io::sys::setsockopt_int(sock.as_fd(), level, opt, v)
 }
 
 /// Run one flow until its duration or count is reached or `stop` is set.
@@ -208,12 +170,7 @@ pub fn run_gen(cfg: &GenConfig, stop: &AtomicBool) -> io::Result<GenReport> {
         .bind
         .unwrap_or_else(|| SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
     let sock = bind_shared(bind)?;
-    set_int_opt(
-        &sock,
-        libc::IPPROTO_IP,
-        libc::IP_TOS,
-        (cfg.dscp as libc::c_int & 0x3f) << 2,
-    )?;
+    rustix::net::sockopt::set_ip_tos(&sock, (cfg.dscp & 0x3f) << 2)?;
     if let Some(ttl) = cfg.ttl {
         sock.set_ttl(ttl as u32)?;
     }
@@ -559,11 +516,11 @@ impl Sink {
     pub fn bind(addr: SocketAddrV4) -> io::Result<Sink> {
         let sock = UdpSocket::bind(addr)?;
         set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
-        set_int_opt(&sock, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+        rustix::net::sockopt::set_ip_recvtos(&sock, true)?;
         set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
         // SO_RCVBUFFORCE needs CAP_NET_ADMIN; fall back to the capped one.
-        if set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20).is_err() {
-            let _ = set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
+        if rustix::net::sockopt::set_socket_recv_buffer_size_force(&sock, 4 << 20).is_err() {
+            let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&sock, 4 << 20);
         }
         Ok(Sink {
             sock,
@@ -599,7 +556,7 @@ impl Sink {
                     if n > 0 || waited {
                         return Ok(n);
                     }
-                    crate::device::wait_readable(&[self.sock.as_raw_fd()], Some(timeout))?;
+                    qosnet_io::device::wait_readable(&[self.sock.as_raw_fd()], Some(timeout))?;
                     waited = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(n),
@@ -621,48 +578,12 @@ impl Sink {
     }
 
     fn recv_one(&mut self) -> io::Result<()> {
-        // Room for SCM_TIMESTAMPNS, IP_TOS and SO_RXQ_OVFL messages.
-        let mut cbuf = [0u64; 16];
-        let mut iov = libc::iovec {
-            iov_base: self.buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: self.buf.len(),
-        };
-        // SAFETY: msghdr is plain data; zeroed is a valid starting value.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
-        // SAFETY: iov and the control buffer live across the call and their
-        // lengths are given in msg.
-        let r = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
+        let (len, meta) = qosnet_io::sys::recv_udp_meta(self.sock.as_fd(), &mut self.buf)?;
+        if let Some(d) = meta.drops {
+            // Cumulative count of drops on this socket.
+            self.counters.socket_drops = self.counters.socket_drops.max(d as u64);
         }
-        let len = r as usize;
-        let mut rx = None;
-        let mut tos = None;
-        // SAFETY: the CMSG_* macros walk the control buffer the kernel
-        // filled, bounded by msg_controllen; each payload read matches the
-        // type the kernel documents for that message.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                let (lvl, ty) = ((*c).cmsg_level, (*c).cmsg_type);
-                let data = libc::CMSG_DATA(c);
-                if lvl == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
-                    let ts = std::ptr::read_unaligned(data as *const libc::timespec);
-                    rx = Some(Instant(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64));
-                } else if lvl == libc::IPPROTO_IP && ty == libc::IP_TOS {
-                    tos = Some(*data);
-                } else if lvl == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
-                    // Cumulative count of drops on this socket.
-                    let d = std::ptr::read_unaligned(data as *const u32);
-                    self.counters.socket_drops = self.counters.socket_drops.max(d as u64);
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
+        let (rx, tos) = (meta.rx_ns.map(Instant), meta.tos);
         let rx = rx.unwrap_or_else(|| {
             self.counters.no_kernel_timestamp += 1;
             clock::realtime_now()
@@ -971,8 +892,8 @@ mod tests {
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn flows_cross_a_kernel_router_lab() {
         use crate::lab::{Lab, LabSpec, NodeKind};
-        use crate::testutil::{require_root, test_prefix};
-        require_root!();
+        use crate::testkit::{require_root, test_prefix};
+        require_root();
         let lab = Lab::up(
             &LabSpec::new(&test_prefix())
                 .node("h1", NodeKind::Host)
@@ -983,7 +904,7 @@ mod tests {
         )
         .unwrap();
         let dst = SocketAddrV4::new(Ipv4Addr::new(198, 18, 2, 1), 5001);
-        let mut sink = crate::netns::run_in(&lab.netns("h2").unwrap(), || Sink::bind(dst))
+        let mut sink = qosnet_io::netns::run_in(&lab.netns("h2").unwrap(), || Sink::bind(dst))
             .unwrap()
             .unwrap();
         let h1 = lab.netns("h1").unwrap();
@@ -992,7 +913,7 @@ mod tests {
         cfg.ttl = Some(9);
         // The generator opens its socket on a thread inside h1.
         let gen = std::thread::spawn(move || {
-            crate::netns::run_in(&h1, || run_gen(&cfg, &AtomicBool::new(false)))
+            qosnet_io::netns::run_in(&h1, || run_gen(&cfg, &AtomicBool::new(false)))
                 .unwrap()
                 .unwrap()
         });

@@ -18,11 +18,11 @@ use std::sync::{Arc, Mutex};
 use qosnet_core::tdp::{is_tdp_tos, Ctr, TDP_TC_BIT, TDP_TF_BIT};
 use qosnet_core::time::Duration;
 use qosnet_core::wire;
-use qosnet_live::afpacket::{AfPacket, AfPacketConfig};
-use qosnet_live::device::{wait_readable, Device};
-use qosnet_live::labrun::{self, LiveLab, LiveOptions};
-use qosnet_live::testkit::{leftovers, require_root, tool, Guard};
-use qosnet_live::{clock, netns};
+use qosnet_io::afpacket::{AfPacket, AfPacketConfig};
+use qosnet_io::device::{wait_readable, Device};
+use qosnet_io::{clock, netns};
+use qosnet_lab::labrun::{self, LiveLab, LiveOptions};
+use qosnet_lab::testkit::{leftovers, require_root, tool, Guard};
 use qosnet_scenario::load_str;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -183,7 +183,7 @@ fn scenario_flows_arrive_complete() {
     // overflow and delays grow with the machine, not with qosnet. Then
     // only the accounting is checked.
     if denied >= 100_000_000 {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "completeness and delay",
             &format!("threads denied the CPU for {} ms", denied / 1_000_000),
         );
@@ -214,7 +214,7 @@ fn scenario_flows_arrive_complete() {
             "{a:?} (generator {gen_late} ns late)"
         );
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "flow a sent 1790-1810",
             &format!("its generator was {} ms late", gen_late / 1_000_000),
         );
@@ -338,7 +338,7 @@ fn switched_lan_with_vlans_and_a_segment() {
         if late < 20_000_000 {
             assert!(f.sent > 400, "{f:?}");
         } else {
-            qosnet_live::testkit::relaxed(
+            qosnet_lab::testkit::relaxed(
                 &format!("flow {name} sent > 400"),
                 &format!("its generator was {} ms late at p99", late / 1_000_000),
             );
@@ -493,16 +493,16 @@ fn tdp_stamps_alternate_on_the_wire() {
     let src = live.layout.flow_src[0].1;
     let ns = live.lab().netns("h1").unwrap();
     let gen = std::thread::spawn(move || {
-        let mut cfg = qosnet_live::traffic::GenConfig::cbr(
+        let mut cfg = qosnet_lab::traffic::GenConfig::cbr(
             dst,
             0,
-            qosnet_live::traffic::Rate::Pps(1000.0),
+            qosnet_lab::traffic::Rate::Pps(1000.0),
             1000,
             Duration::from_millis(600),
         );
         cfg.bind = Some(std::net::SocketAddrV4::new(src, 10000));
         netns::run_in(&ns, || {
-            qosnet_live::traffic::run_gen(&cfg, &AtomicBool::new(false))
+            qosnet_lab::traffic::run_gen(&cfg, &AtomicBool::new(false))
         })
         .unwrap()
         .unwrap()
@@ -539,7 +539,7 @@ fn tdp_stamps_alternate_on_the_wire() {
     // mechanism works at all) when the capture was starved of CPU.
     let (share, count) = if quiet { (0.95, 1000) } else { (0.5, 100) };
     if !quiet {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "TF-exact shares and counts",
             &format!("threads denied the CPU for {} us in 700 ms", denied / 1000),
         );
@@ -555,7 +555,7 @@ fn tdp_stamps_alternate_on_the_wire() {
     let data = tdp.len() - padding;
     let codes: std::collections::BTreeSet<u8> = tdp.iter().map(|f| f.1).collect();
     if starved {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "TF-exact checks",
             &format!(
                 "threads denied the CPU for {} ms of the 700 ms capture",
@@ -636,7 +636,7 @@ fn garbage_at_a_router_port_is_counted_and_forwarding_carries_on() {
     let runner = std::thread::spawn(move || labrun::run(&sc2, &o2, stop));
     let ns = format!("{p}-h1");
     let t0 = std::time::Instant::now();
-    while !netns::exists(&ns) || netns::run_in(&ns, || qosnet_live::iface::index("h1-R")).is_err() {
+    while !netns::exists(&ns) || netns::run_in(&ns, || qosnet_io::iface::index("h1-R")).is_err() {
         assert!(t0.elapsed().as_secs() < 10, "lab never came up");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -864,7 +864,7 @@ fn tdp_testbed_live_fifo_and_tdp() {
                 "FIFO lost packets: {f:?} (router and senders at most {fifo_worst} ns late)"
             );
         } else if f.lost > 0 {
-            qosnet_live::testkit::relaxed(
+            qosnet_lab::testkit::relaxed(
                 &format!("FIFO loss of {}", f.name),
                 &format!("{} lost; router thread or senders {fifo_worst} ns late", f.lost),
             );
@@ -890,7 +890,7 @@ fn tdp_testbed_live_fifo_and_tdp() {
                 "TDP delivered too little: {t:?}"
             );
         } else if (t.received as f64) < 0.5 * t.sent as f64 {
-            qosnet_live::testkit::relaxed(
+            qosnet_lab::testkit::relaxed(
                 &format!("TDP delivery of {}", t.name),
                 &format!(
                     "{} of {} delivered; router p99.9 lateness {router_p999} ns",
@@ -928,7 +928,7 @@ fn tdp_testbed_live_fifo_and_tdp() {
     // 82 us: the generators were the late ones).
     let senders = generators_late_max(tdp);
     if worst >= 250_000 || stall >= 250_000 || senders >= 250_000 {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "TDP zero loss and jitter below FIFO",
             &format!("router {worst} ns late, machine stalled {stall} ns, senders {senders} ns late"),
         );
@@ -973,7 +973,7 @@ fn qosnet_measure(
     pps: Option<f64>,
     dur: Duration,
 ) -> (f64, u64, u64, u64, u64) {
-    use qosnet_live::traffic::{run_gen, GenConfig, Rate, Sink};
+    use qosnet_lab::traffic::{run_gen, GenConfig, Rate, Sink};
     let dst = std::net::SocketAddrV4::new(h("10.0.1.2"), 5999);
     let mut sink = netns::run_in(&live.lab().netns("h2").unwrap(), || Sink::bind(dst))
         .unwrap()
@@ -1062,7 +1062,7 @@ fn iperf3_agrees_with_qosnet_sink() {
     // senders lost hundreds of ms).
     let busy_us = cpu_pressure_us().saturating_sub(psi0);
     if busy_us >= 200_000 {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "agreement and loss",
             &format!("tasks waited {} ms for a CPU", busy_us / 1000),
         );
@@ -1181,7 +1181,7 @@ fn irtt_agrees_with_qosnet_sink() {
             "IPDV {i_ipdv} vs jitter {q_jit} (CPU pressure {busy_us} us)"
         );
     } else {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "irtt and qosnet medians and jitters",
             &format!("tasks waited {busy_us} us for a CPU"),
         );
@@ -1287,7 +1287,7 @@ fn tdp_testbed_live_tester() {
         .unwrap_or(u64::MAX);
     }
     if worst >= 250_000 {
-        qosnet_live::testkit::relaxed(
+        qosnet_lab::testkit::relaxed(
             "FIFO zero loss, TDP loss <= 0.1 % and TDP spreads below FIFO's",
             &format!("a stall of {worst} ns"),
         );

@@ -14,27 +14,20 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use qosnet_core::time::Instant;
 
 use crate::clock;
 use crate::device::{Device, DeviceStats};
-use crate::netns;
+use crate::{netns, sys};
 
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const IFF_TAP: libc::c_short = 0x0002;
-const IFF_NO_PI: libc::c_short = 0x1000;
+const TUNSETIFF: u64 = 0x4004_54ca;
+const IFF_TAP: i16 = 0x0002;
+const IFF_NO_PI: i16 = 0x1000;
 /// Largest frame read: a jumbo frame with a VLAN tag.
 const BUF: usize = 9216 + 18;
-
-#[repr(C)]
-struct IfReq {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
 
 /// A TAP interface opened by this process.
 pub struct Tap {
@@ -59,20 +52,9 @@ impl Tap {
             .write(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open("/dev/net/tun")?;
-        let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
-            flags: IFF_TAP | IFF_NO_PI,
-            _pad: [0; 22],
-        };
-        for (d, s) in req.name.iter_mut().zip(name.bytes()) {
-            *d = s as libc::c_char;
-        }
-        // SAFETY: TUNSETIFF reads and writes an ifreq-sized struct that
-        // lives across the call; the fd is open.
-        let r = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF as _, &mut req as *mut IfReq) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let mut req = sys::IfReq::new(name)?;
+        req.set_short(IFF_TAP | IFF_NO_PI);
+        sys::ioctl_ifreq(file.as_fd(), TUNSETIFF, &mut req)?;
         Ok(Tap {
             file,
             name: name.to_string(),

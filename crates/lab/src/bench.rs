@@ -11,7 +11,7 @@
 //! stack), so the old version of this benchmark measured the generator.
 //! Here one thread writes pre-built Ethernet frames into a memory-mapped
 //! AF_PACKET TX ring on h1's interface (one system call per batch, past the
-//! qdisc: [`crate::afpacket`]), paced at the trial's rate, and counts the
+//! qdisc: [`qosnet_io::afpacket`]), paced at the trial's rate, and counts the
 //! frames that reach h2 in an AF_PACKET RX ring on h2's interface (no IP
 //! stack on the receiving side either). Its ceiling, measured in the same
 //! run with nothing behind h1's interface but the router's port, is
@@ -19,7 +19,7 @@
 //! was not saturated.
 //!
 //! **Placement and CPU cost.** The router gets CPU 0 and the generator the
-//! last CPU ([`crate::rt::placement`]): qosnet's router thread is pinned
+//! last CPU ([`qosnet_io::rt::placement`]): qosnet's router thread is pinned
 //! there, and the kernel's forwarding, which on veth would otherwise run
 //! in the sender's system call, is steered there with RPS on the router's
 //! ingress interface. For qosnet routers the ingress is not steered (set
@@ -49,7 +49,7 @@
 //! Either way it is
 //! counted for no router. qosnet's router ports drop frames at tcx
 //! ingress after their socket took them
-//! ([`crate::afpacket::AfPacketConfig::stack_drop`]; AF_XDP ports take
+//! ([`qosnet_io::afpacket::AfPacketConfig::stack_drop`]; AF_XDP ports take
 //! them at XDP), so the router namespace's IP stack costs nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,14 +60,14 @@ use qosnet_core::time::Duration;
 use qosnet_core::wire::{self, UdpSpec, ETH_HDR, IPV4_HDR, UDP_HDR};
 use serde::Serialize;
 
-use crate::afpacket::{AfPacketConfig, TxMode};
-use crate::clock;
-use crate::device::Device;
-use crate::driver::DriverConfig;
 use crate::lab::{Lab, LabSpec, NodeKind};
 use crate::labrun::{LiveLab, LiveOptions, TrafficSource};
-use crate::netdev::{DeviceKind, NetDevice, PortDevices};
-use crate::xdp::XdpConfig;
+use qosnet_io::afpacket::{AfPacketConfig, TxMode};
+use qosnet_io::clock;
+use qosnet_io::device::Device;
+use qosnet_io::netdev::{DeviceKind, NetDevice, PortDevices};
+use qosnet_io::xdp::XdpConfig;
+use qosnet_live::driver::DriverConfig;
 
 /// Settings of a forwarding benchmark.
 #[derive(Clone, Debug)]
@@ -273,7 +273,7 @@ fn napi_threads() -> std::collections::BTreeSet<i32> {
 /// softirq time). In a thread of its own it is counted once, exactly.
 fn threaded_napi(ns: &str, ifname: &str, cpu: Option<usize>, rt_prio: i32) -> Result<Napi, String> {
     let before = napi_threads();
-    crate::netns::run_in(ns, || crate::iface::set_gro(ifname, true))
+    qosnet_io::netns::run_in(ns, || qosnet_io::iface::set_gro(ifname, true))
         .map_err(|e| format!("{ns}: {e}"))?
         .map_err(|e| format!("GRO on {ifname} in {ns}: {e}"))?;
     write_sysfs_in(ns, &format!("/sys/class/net/{ifname}/threaded"), "1", |why| {
@@ -290,31 +290,15 @@ fn threaded_napi(ns: &str, ifname: &str, cpu: Option<usize>, rt_prio: i32) -> Re
             "threaded NAPI on {ifname} in {ns}: expected one new `{tag}*` kernel thread, found {new:?}"
         ));
     };
-    // SAFETY: plain system calls on a pid; failures are reported.
-    unsafe {
-        if let Some(c) = cpu {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(c, &mut set);
-            if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(format!(
-                    "pinning {tag}{pid} to CPU {c}: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
-        }
-        // SCHED_FIFO: the thread preempts ordinary threads as the softirq
-        // it replaces would, so a loaded machine does not leave frames in
-        // veth's 256-slot ring until it overflows.
-        let p = libc::sched_param {
-            sched_priority: rt_prio,
-        };
-        if libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) != 0 {
-            return Err(format!(
-                "SCHED_FIFO for {tag}{pid}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+    if let Some(c) = cpu {
+        let tid = rustix::process::Pid::from_raw(pid);
+        qosnet_io::rt::pin(tid, c).map_err(|e| format!("pinning {tag}{pid} to CPU {c}: {e}"))?;
     }
+    // SCHED_FIFO: the thread preempts ordinary threads as the softirq it
+    // replaces would, so a loaded machine does not leave frames in veth's
+    // 256-slot ring until it overflows.
+    qosnet_io::sys::sched_set_pid(pid, libc::SCHED_FIFO, rt_prio)
+        .map_err(|e| format!("SCHED_FIFO for {tag}{pid}: {e}"))?;
     Ok(Napi {
         pid,
         ifname: ifname.to_string(),
@@ -541,14 +525,14 @@ pub fn forward(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoin
 }
 
 fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoint>, String> {
-    let pl = crate::rt::placement();
+    let pl = qosnet_io::rt::placement();
     let (rcpu, gcpu) = (pl.router_cpu, pl.tester_cpu);
     // The generator must out-run the router even when the machine is
     // shared: its own core and (below) the highest CFS weight (a
     // SCHED_FIFO busy loop would be stopped by RT throttling 50 ms in
     // every second).
     if let Some(c) = gcpu {
-        crate::rt::pin_to(c).map_err(|e| format!("pinning the generator to CPU {c}: {e}"))?;
+        qosnet_io::rt::pin_to(c).map_err(|e| format!("pinning the generator to CPU {c}: {e}"))?;
     }
 
     // (The thread ends with the benchmark: nothing to restore.)
@@ -570,7 +554,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
             lab_kernel.insert(Lab::up(&spec).map_err(|e| e.to_string())?)
         } else {
             // `SCHED` runs the router on AF_PACKET ports, `SCHED/af_xdp`
-            // on AF_XDP ports ([`crate::xdp`]).
+            // on AF_XDP ports ([`qosnet_io::xdp`]).
             let (sched, device) = match router.split_once('/') {
                 Some((s, d)) => (s, d.parse::<DeviceKind>()?),
                 None => (router.as_str(), DeviceKind::AfPacket),
@@ -640,7 +624,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
         // Raised only now, after the router thread was created: threads
         // inherit their creator's nice value, and a router thread that
         // inherited −20 forwarded nothing here.
-        let old_nice = crate::driver::set_nice(-20);
+        let old_nice = qosnet_io::rt::set_nice(-20);
         let meter = || -> Result<Meter, String> {
             Ok(Meter {
                 softirq: rcpu.map_or(0, cpu_irq_ns),
@@ -681,7 +665,7 @@ fn forward_here(cfg: &BenchConfig, stop: Arc<AtomicBool>) -> Result<Vec<BenchPoi
             });
         }
         if let Some(n) = old_nice {
-            crate::driver::set_nice(n);
+            qosnet_io::rt::set_nice(n);
         }
         if let Some(l) = live.take() {
             l.finish().map_err(|e| e.to_string())?;

@@ -316,44 +316,4 @@ mod tests {
         PortDevices::default().write_node_keys("r", &["h1".into()], &mut cfg);
         assert!(cfg.is_empty());
     }
-
-    /// As root: an AF_XDP port opens as AF_XDP; a second one on the same
-    /// interface (its XDP hook taken) falls back to AF_PACKET and says
-    /// why (the line a node prints for that port).
-    #[test]
-    #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
-    fn af_xdp_falls_back_to_af_packet_with_the_reason() {
-        use crate::testutil::{require_root, two_hosts, PrefixGuard};
-        require_root!();
-        let prefix = format!("qxd{}f", std::process::id());
-        let _guard = PrefixGuard(prefix.clone());
-        let lab = two_hosts(&prefix, ("", ""));
-        let pa = lab.port("a", "b").unwrap().clone();
-        let pk = AfPacketConfig::default();
-        let xdp = XdpConfig {
-            ring: 64,
-            ..XdpConfig::default()
-        };
-        let (first, how) = match NetDevice::open(Some(&pa.netns), &pa.ifname, DeviceKind::AfXdp, &pk, &xdp) {
-            Ok(x) => x,
-            Err(e) => panic!("{e}"),
-        };
-        if first.kind() != DeviceKind::AfXdp {
-            // A kernel without AF_XDP: the fallback is what is tested.
-            assert!(how.starts_with("af_packet (af_xdp refused:"), "{how}");
-            return;
-        }
-        assert!(how.starts_with("af_xdp "), "{how}");
-        assert_eq!(first.mac(), pa.mac);
-        let (second, how) =
-            NetDevice::open(Some(&pa.netns), &pa.ifname, DeviceKind::AfXdp, &pk, &xdp).unwrap();
-        assert_eq!(second.kind(), DeviceKind::AfPacket);
-        assert!(
-            how.contains("af_xdp refused") && how.contains("attaching XDP"),
-            "{how}"
-        );
-        assert_eq!(second.ifname(), pa.ifname);
-        drop((first, second));
-        lab.down().unwrap();
-    }
 }

@@ -191,12 +191,12 @@ impl Placement {
                 ));
             }
             let dev = m.dev.as_ref().map(|d| {
-                crate::names::check_ifname(d.get_ref())
+                qosnet_io::names::check_ifname(d.get_ref())
                     .map(|_| d.get_ref().clone())
                     .map_err(|e| format!("{}: machine {name}: dev: {e}", at(d.span().start)))
             });
             let netns = m.netns.as_ref().map(|n| {
-                crate::names::check_netns(n.get_ref())
+                qosnet_io::names::check_netns(n.get_ref())
                     .map(|_| n.get_ref().clone())
                     .map_err(|e| format!("{}: machine {name}: {e}", at(n.span().start)))
             });

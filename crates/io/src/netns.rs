@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 /// Where iproute2 keeps named network namespaces.
@@ -49,14 +49,12 @@ pub fn list() -> io::Result<Vec<String>> {
 }
 
 fn setns(f: &File) -> io::Result<()> {
-    // SAFETY: `f` is an open namespace file descriptor that outlives the
-    // call; setns only changes the calling thread's namespace.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    use rustix::thread::{move_into_link_name_space, LinkNameSpaceType};
+    // Only the calling thread's namespace changes.
+    Ok(move_into_link_name_space(
+        f.as_fd(),
+        Some(LinkNameSpaceType::Network),
+    )?)
 }
 
 /// While alive, the current thread is in another network namespace;
@@ -147,6 +145,5 @@ pub fn pids(name: &str) -> io::Result<Vec<u32>> {
 /// Whether the caller may create namespaces (root or CAP_SYS_ADMIN).
 /// Effective uid 0 is the practical test: tests skip when it is false.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }

@@ -22,7 +22,7 @@
 //! - IPv6 off, so router solicitations and MLD reports do not appear on the
 //!   wires and in the routers' counters;
 //! - checksum, segmentation and receive offloads off, so AF_PACKET sees the
-//!   frames the wire would carry (see [`crate::iface::OFFLOADS`]);
+//!   frames the wire would carry (see [`qosnet_io::iface::OFFLOADS`]);
 //! - a default route on each host via the router at the other end of its
 //!   first link to a router, plus any routes the spec lists.
 //!
@@ -43,19 +43,23 @@
 //! SIGINT/SIGTERM/SIGHUP remove every live lab of the process.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fmt;
 use std::net::Ipv4Addr;
 use std::process::{Command, Output, Stdio};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use qosnet_core::route::Ipv4Prefix;
 use qosnet_core::wire::MacAddr;
 
-use crate::{iface, netns};
+use qosnet_io::{iface, netns};
 
 /// Prefix used when a description does not give one.
 pub const DEFAULT_PREFIX: &str = "qn";
+
+/// Suffix of the sender namespace a lab gives a host whose flows loop
+/// back to it (`{host}_tx`; [`crate::labrun`] lays them out): a lab's
+/// namespaces are its nodes' and these.
+pub const SENDER_SUFFIX: &str = "_tx";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
@@ -82,57 +86,11 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError
     move |source| LabError::Io { context, source }
 }
 
-/// An IPv4 address with its prefix length, as in `10.0.0.1/24`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Ipv4Net {
-    pub addr: Ipv4Addr,
-    pub prefix_len: u8,
-}
-
-impl Ipv4Net {
-    /// `0.0.0.0/0`, the destination of a default route.
-    pub const DEFAULT: Ipv4Net = Ipv4Net {
-        addr: Ipv4Addr::UNSPECIFIED,
-        prefix_len: 0,
-    };
-
-    pub fn new(addr: Ipv4Addr, prefix_len: u8) -> Result<Self, LabError> {
-        if prefix_len > 32 {
-            return Err(LabError::Invalid(format!("prefix length {prefix_len} > 32")));
-        }
-        Ok(Ipv4Net { addr, prefix_len })
-    }
-    pub fn mask(&self) -> u32 {
-        if self.prefix_len == 0 {
-            0
-        } else {
-            u32::MAX << (32 - self.prefix_len as u32)
-        }
-    }
-    pub fn network(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) & self.mask())
-    }
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        u32::from(ip) & self.mask() == u32::from(self.network())
-    }
-}
-
-impl FromStr for Ipv4Net {
-    type Err = LabError;
-    /// `a.b.c.d/len`; a bare address means `/32`.
-    fn from_str(s: &str) -> Result<Self, LabError> {
-        let bad = || LabError::Invalid(format!("bad IPv4 prefix {s:?} (want a.b.c.d/len)"));
-        let (a, l) = s.split_once('/').unwrap_or((s, "32"));
-        let addr: Ipv4Addr = a.trim().parse().map_err(|_| bad())?;
-        let len: u8 = l.trim().parse().map_err(|_| bad())?;
-        Ipv4Net::new(addr, len).map_err(|_| bad())
-    }
-}
-
-impl fmt::Display for Ipv4Net {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix_len)
-    }
+/// `a.b.c.d/len` (a bare address means `/32`) from a lab description,
+/// as core's one prefix type.
+pub fn parse_net(s: &str) -> Result<Ipv4Prefix, LabError> {
+    s.parse()
+        .map_err(|_| LabError::Invalid(format!("bad IPv4 prefix {s:?} (want a.b.c.d/len)")))
 }
 
 /// What runs in a node's namespace.
@@ -173,8 +131,8 @@ pub struct LabNode {
 pub struct LabLink {
     pub a: String,
     pub b: String,
-    pub a_addr: Option<Ipv4Net>,
-    pub b_addr: Option<Ipv4Net>,
+    pub a_addr: Option<Ipv4Prefix>,
+    pub b_addr: Option<Ipv4Prefix>,
     /// IP MTU of both ends.
     pub mtu: u32,
     /// Transmit queue length of both ends (matters once a qdisc is attached;
@@ -184,7 +142,7 @@ pub struct LabLink {
 
 impl LabLink {
     /// A link with MTU 1500 and txqueuelen 1000.
-    pub fn new(a: &str, a_addr: Option<Ipv4Net>, b: &str, b_addr: Option<Ipv4Net>) -> Self {
+    pub fn new(a: &str, a_addr: Option<Ipv4Prefix>, b: &str, b_addr: Option<Ipv4Prefix>) -> Self {
         LabLink {
             a: a.into(),
             b: b.into(),
@@ -200,7 +158,7 @@ impl LabLink {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LabRoute {
     pub node: String,
-    pub dst: Ipv4Net,
+    pub dst: Ipv4Prefix,
     pub via: Ipv4Addr,
 }
 
@@ -287,17 +245,17 @@ impl LabSpec {
     }
     /// Add a link with MTU 1500; addresses as `a.b.c.d/len`, or `""` for
     /// none. Meant for literals in code and tests: it panics on a malformed
-    /// address. Input from files goes through [`Ipv4Net::from_str`] and
+    /// address. Input from files goes through [`Ipv4Prefix::from_str`] and
     /// [`LabLink::new`] instead, which report errors.
     pub fn link(mut self, a: &str, a_addr: &str, b: &str, b_addr: &str) -> Self {
-        let parse = |s: &str| -> Option<Ipv4Net> {
+        let parse = |s: &str| -> Option<Ipv4Prefix> {
             (!s.is_empty()).then(|| s.parse().unwrap_or_else(|e| panic!("{e}")))
         };
         self.links.push(LabLink::new(a, parse(a_addr), b, parse(b_addr)));
         self
     }
     /// Add a static route.
-    pub fn route(mut self, node: &str, dst: Ipv4Net, via: Ipv4Addr) -> Self {
+    pub fn route(mut self, node: &str, dst: Ipv4Prefix, via: Ipv4Addr) -> Self {
         self.routes.push(LabRoute {
             node: node.into(),
             dst,
@@ -423,12 +381,12 @@ pub struct Port {
     pub mac: MacAddr,
     /// The address from the spec (configured in the kernel only on hosts and
     /// kernel routers).
-    pub addr: Option<Ipv4Net>,
+    pub addr: Option<Ipv4Prefix>,
     pub mtu: u32,
     pub peer_node: String,
     pub peer_ifname: String,
     pub peer_mac: MacAddr,
-    pub peer_addr: Option<Ipv4Net>,
+    pub peer_addr: Option<Ipv4Prefix>,
     /// Index of the link in the spec.
     pub link: usize,
 }
@@ -679,15 +637,21 @@ fn add_tunnel(
 
 /// Run `ip ARGS`, failing with its stderr if it exits non-zero.
 pub fn ip(args: &[&str]) -> Result<String, LabError> {
-    run_checked(Command::new("ip").args(args), &format!("ip {}", args.join(" ")))
+    Ok(qosnet_io::iproute::ip(args)?)
 }
 
-fn run_checked(cmd: &mut Command, shown: &str) -> Result<String, LabError> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(io_err(format!("running `{shown}`")))?;
-    check(out, shown).map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+impl From<qosnet_io::iproute::IpError> for LabError {
+    fn from(e: qosnet_io::iproute::IpError) -> LabError {
+        use qosnet_io::iproute::IpError;
+        match e {
+            IpError::Failed { cmd, status, stderr } => LabError::Command { cmd, status, stderr },
+            IpError::Spawn { cmd, source } => LabError::Io {
+                context: format!("running `{cmd}`"),
+                source,
+            },
+            IpError::Json { cmd, source } => LabError::Invalid(format!("`{cmd}`: {source}")),
+        }
+    }
 }
 
 fn check(out: Output, shown: &str) -> Result<Output, LabError> {
@@ -731,7 +695,15 @@ impl Lab {
                 return Err(LabError::Exists(ns));
             }
         }
-        for n in &local {
+        self.add_namespaces(&spec, &local)?;
+        self.add_links(&spec)?;
+        self.bridges()?;
+        self.add_routes(&spec, &local)
+    }
+
+    /// A namespace per local node, with loopback up and its sysctls set.
+    fn add_namespaces(&mut self, spec: &LabSpec, local: &[&LabNode]) -> Result<(), LabError> {
+        for n in local {
             let ns = spec.netns_name(&n.name);
             // Registered first: a signal arriving between the two steps
             // must not leave an unregistered namespace behind.
@@ -767,9 +739,14 @@ impl Lab {
                 netns::write_sysctl(&ns, k, v).map_err(io_err(format!("in {ns}")))?;
             }
         }
+        Ok(())
+    }
 
+    /// Each link's veth pair (or, for a link with one end on another
+    /// machine, its VXLAN tunnel), addressed and up.
+    fn add_links(&mut self, spec: &LabSpec) -> Result<(), LabError> {
         // Ports come in pairs, a end then b end, in link order.
-        let planned = plan_ports(&spec);
+        let planned = plan_ports(spec);
         for (i, (l, pair)) in spec.links.iter().zip(planned.chunks(2)).enumerate() {
             let (a, b) = (&pair[0], &pair[1]);
             let (mtu, qlen) = (l.mtu.to_string(), l.txqueuelen.to_string());
@@ -809,8 +786,12 @@ impl Lab {
             }
             self.ports.extend(here);
         }
-        self.bridges()?;
+        Ok(())
+    }
 
+    /// The spec's routes, and a default route for each host via the router
+    /// at the other end of its first link to one.
+    fn add_routes(&self, spec: &LabSpec, local: &[&LabNode]) -> Result<(), LabError> {
         for r in spec.routes.iter().filter(|r| spec.is_local(&r.node)) {
             let ns = spec.netns_name(&r.node);
             ip(&[
@@ -824,10 +805,7 @@ impl Lab {
             ])?;
         }
         for n in local.iter().filter(|n| n.kind == NodeKind::Host) {
-            let has_default = spec
-                .routes
-                .iter()
-                .any(|r| r.node == n.name && r.dst.prefix_len == 0);
+            let has_default = spec.routes.iter().any(|r| r.node == n.name && r.dst.len == 0);
             if has_default {
                 continue;
             }
@@ -1024,15 +1002,11 @@ impl Drop for Lab {
     }
 }
 
-fn route_dst(d: Ipv4Net) -> String {
-    if d.prefix_len == 0 {
+fn route_dst(d: Ipv4Prefix) -> String {
+    if d.len == 0 {
         "default".into()
     } else {
-        Ipv4Net {
-            addr: d.network(),
-            prefix_len: d.prefix_len,
-        }
-        .to_string()
+        d.network().to_string()
     }
 }
 
@@ -1075,13 +1049,10 @@ fn kill_all(pids: &[u32]) {
     if pids.is_empty() {
         return;
     }
-    let alive = |pid: u32| {
-        // SAFETY: signal 0 only checks that the process exists.
-        unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
-    };
+    use qosnet_io::process::{alive, kill, Signal};
     for &p in pids {
-        // SAFETY: kill(2) on a pid found in one of our lab namespaces.
-        unsafe { libc::kill(p as libc::pid_t, libc::SIGTERM) };
+        // A pid found in one of our lab namespaces.
+        let _ = kill(p, Signal::TERM);
     }
     let t0 = std::time::Instant::now();
     while t0.elapsed() < std::time::Duration::from_secs(1) && pids.iter().any(|&p| alive(p)) {
@@ -1089,8 +1060,8 @@ fn kill_all(pids: &[u32]) {
     }
     for &p in pids {
         if alive(p) {
-            // SAFETY: as above; the process ignored SIGTERM.
-            unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+            // The process ignored SIGTERM.
+            let _ = kill(p, Signal::KILL);
         }
     }
 }
@@ -1105,7 +1076,7 @@ pub fn cleanup_nodes(prefix: &str, nodes: &[String]) -> Result<Vec<String>, LabE
     let mut want = HashSet::new();
     for n in nodes {
         want.insert(format!("{prefix}-{n}"));
-        want.insert(format!("{prefix}-{n}{}", crate::labrun::SENDER_SUFFIX));
+        want.insert(format!("{prefix}-{n}{}", SENDER_SUFFIX));
     }
     let nss: Vec<String> = netns::list()
         .map_err(io_err("listing network namespaces"))?
@@ -1189,19 +1160,19 @@ fn cleanup_registered() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{require_root, test_prefix, PrefixGuard};
+    use crate::testkit::{require_root, test_prefix, PrefixGuard};
 
     #[test]
     fn ipv4net_parses_and_masks() {
-        let n: Ipv4Net = "10.1.2.3/24".parse().unwrap();
-        assert_eq!(n.network(), Ipv4Addr::new(10, 1, 2, 0));
+        let n: Ipv4Prefix = "10.1.2.3/24".parse().unwrap();
+        assert_eq!(n.network().addr, Ipv4Addr::new(10, 1, 2, 0));
         assert!(n.contains(Ipv4Addr::new(10, 1, 2, 200)));
         assert!(!n.contains(Ipv4Addr::new(10, 1, 3, 1)));
         assert_eq!(n.to_string(), "10.1.2.3/24");
-        assert_eq!("1.2.3.4".parse::<Ipv4Net>().unwrap().prefix_len, 32);
-        assert!("1.2.3.4/33".parse::<Ipv4Net>().is_err());
-        assert!("x/3".parse::<Ipv4Net>().is_err());
-        assert!(Ipv4Net::DEFAULT.contains(Ipv4Addr::new(8, 8, 8, 8)));
+        assert_eq!(parse_net("1.2.3.4").unwrap().len, 32);
+        assert!(parse_net("1.2.3.4/33").is_err());
+        assert!(parse_net("x/3").is_err());
+        assert!(Ipv4Prefix::DEFAULT.contains(Ipv4Addr::new(8, 8, 8, 8)));
     }
 
     #[test]
@@ -1252,7 +1223,7 @@ mod tests {
         assert!(big.validate().is_err());
         let r = ok.clone().node("r", NodeKind::Router);
         assert!(r
-            .route("r", Ipv4Net::DEFAULT, Ipv4Addr::LOCALHOST)
+            .route("r", Ipv4Prefix::DEFAULT, Ipv4Addr::LOCALHOST)
             .validate()
             .is_err());
     }
@@ -1278,7 +1249,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn kernel_router_lab_forwards_udp_and_goes_away() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let root_v6 = std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6");
         let lab = Lab::up(&three_node(&prefix, NodeKind::KernelRouter)).unwrap();
@@ -1343,9 +1314,9 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn bridge_joins_its_ports() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
-        let _g = crate::testutil::PrefixGuard(prefix.clone());
+        let _g = crate::testkit::PrefixGuard(prefix.clone());
         let spec = LabSpec::new(&prefix)
             .node("a", NodeKind::Host)
             .node("b", NodeKind::Host)
@@ -1383,7 +1354,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn userspace_router_has_no_kernel_addresses() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let lab = Lab::up(&three_node(&prefix, NodeKind::Router)).unwrap();
         let out = lab.exec("r", &["ip", "-4", "-o", "addr", "show"]).unwrap();
@@ -1401,7 +1372,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn failed_up_leaves_nothing_and_existing_names_are_refused() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         // A route via an unreachable gateway makes `ip route add` fail after
@@ -1428,7 +1399,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn cleanup_matches_prefix_exactly_and_ends_processes() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         let other = format!("{prefix}z");
@@ -1464,7 +1435,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn detach_then_attach_then_down() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         let spec = three_node(&prefix, NodeKind::KernelRouter);
@@ -1489,7 +1460,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn a_link_across_machines_is_a_vxlan_tunnel() {
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let _guard = PrefixGuard(prefix.clone());
         // The machines are not lab namespaces: their own guard.
@@ -1607,7 +1578,7 @@ mod tests {
     #[ignore = "needs root: network namespaces, AF_PACKET (scripts/test runs it as root with --include-ignored)"]
     fn signal_removes_labs() {
         use std::io::{BufRead, BufReader};
-        require_root!();
+        require_root();
         let prefix = test_prefix();
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
@@ -1641,8 +1612,7 @@ mod tests {
         }
         assert!(ready, "child never built its lab");
         assert_eq!(ours(&prefix).len(), 3);
-        // SAFETY: kill(2) on our own child process.
-        unsafe { libc::kill(reap.0.id() as libc::pid_t, libc::SIGTERM) };
+        qosnet_io::process::kill(reap.0.id(), qosnet_io::process::Signal::TERM).unwrap();
         let st = reap.0.wait().unwrap();
         assert_eq!(st.code(), Some(128 + libc::SIGTERM), "{st}");
         assert!(ours(&prefix).is_empty());

@@ -16,7 +16,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::Child;
 
-use crate::{lab, netns};
+use crate::lab;
+use qosnet_io::netns;
 
 /// What most live tests need root for.
 pub const ROOT_NEEDS: &str = "network namespaces, veth, AF_PACKET";
@@ -68,38 +69,10 @@ fn missing_in(ci: bool, what: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED {}: {what}", test_name());
 }
 
-/// Records a claim this test did not check because of measured noise:
-/// one line, `TEST: WHAT not checked (NOISE)`, appended to the file
-/// named by `QOSNET_RELAXED_LOG` when it is set (`scripts/test` sets it
-/// and counts the lines). The caller prints its own `NOTE` too.
-pub fn relaxed(what: &str, noise: &str) {
-    if let Some(path) = std::env::var_os("QOSNET_RELAXED_LOG") {
-        append_relaxed(&PathBuf::from(path), &test_name(), what, noise);
-    }
-}
-
-fn append_relaxed(log: &std::path::Path, test: &str, what: &str, noise: &str) {
-    let line = format!("{test}: {what} not checked ({noise})\n");
-    // One write of one line in append mode: lines of tests running in
-    // parallel do not interleave.
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .and_then(|mut f| f.write_all(line.as_bytes()));
-    if let Err(e) = written {
-        panic!("QOSNET_RELAXED_LOG={}: {e}", log.display());
-    }
-}
-
-/// The running test's name: libtest names each test's thread after it.
-fn test_name() -> String {
-    let t = std::thread::current();
-    match t.name() {
-        Some(n) if n != "main" => n.to_string(),
-        _ => std::env::args().next().unwrap_or_default(),
-    }
-}
+/// Records a claim this test did not check because of measured noise
+/// (counted by `scripts/test`; [`qosnet_io::noise`]).
+pub use qosnet_io::noise::relaxed;
+use qosnet_io::noise::test_name;
 
 /// The repository's root (scenarios/, docs/).
 pub fn repo() -> PathBuf {
@@ -176,8 +149,8 @@ impl Drop for Guard {
 pub struct Kill(pub u32);
 impl Drop for Kill {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid; harmless if reaped.
-        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        // Our own child's pid; harmless if reaped.
+        let _ = qosnet_io::process::kill(self.0, qosnet_io::process::Signal::KILL);
     }
 }
 
@@ -187,6 +160,80 @@ impl Drop for Reap {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// A namespace prefix unique to this process and call, `qnt{pid}n{k}`, so
+/// tests running in parallel (and other runs) never share namespaces.
+pub fn test_prefix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("qnt{}n{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The namespace guard under the name device tests use.
+pub use Guard as PrefixGuard;
+
+/// Two hosts `a` and `b` joined by one veth pair, with the interface
+/// addresses `addrs` (`""`: none).
+pub fn two_hosts(prefix: &str, addrs: (&str, &str)) -> lab::Lab {
+    use lab::{Lab, LabSpec, NodeKind};
+    Lab::up(
+        &LabSpec::new(prefix)
+            .node("a", NodeKind::Host)
+            .node("b", NodeKind::Host)
+            .link("a", addrs.0, "b", addrs.1),
+    )
+    .unwrap()
+}
+
+/// EtherType of the device tests' frames (IEEE 802 local experimental).
+pub const TEST_ETHERTYPE: u16 = 0x88b5;
+
+/// A test frame of `len` bytes (at least 18) numbered `seq`, with a
+/// payload that differs per sequence number, so a corrupted or
+/// misplaced frame shows.
+pub fn test_frame(
+    src: qosnet_core::wire::MacAddr,
+    dst: qosnet_core::wire::MacAddr,
+    seq: u32,
+    len: usize,
+) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(qosnet_core::wire::ETH_HDR + 4)];
+    f[0..6].copy_from_slice(&dst.0);
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&TEST_ETHERTYPE.to_be_bytes());
+    f[14..18].copy_from_slice(&seq.to_be_bytes());
+    for (i, b) in f[18..].iter_mut().enumerate() {
+        *b = (seq as usize).wrapping_mul(31).wrapping_add(i) as u8;
+    }
+    f
+}
+
+/// The sequence number of a [`test_frame`], `None` for any other frame.
+pub fn seq_of(f: &[u8]) -> Option<u32> {
+    if f.len() >= 18 && f[12..14] == TEST_ETHERTYPE.to_be_bytes() {
+        Some(u32::from_be_bytes(f[14..18].try_into().ok()?))
+    } else {
+        None
+    }
+}
+
+/// Receive test frames on `rx` until `want` arrived or 2 s pass.
+pub fn drain(rx: &mut impl qosnet_io::device::Device, want: usize, got: &mut Vec<(u32, Vec<u8>)>) {
+    let t0 = std::time::Instant::now();
+    while got.len() < want && t0.elapsed() < std::time::Duration::from_secs(2) {
+        let n = rx
+            .recv_batch(256, |f, _| {
+                if let Some(s) = seq_of(f) {
+                    got.push((s, f.to_vec()));
+                }
+            })
+            .unwrap();
+        if n == 0 {
+            qosnet_io::device::wait_readable(&[rx.fd()], Some(qosnet_core::time::Duration::from_millis(10)))
+                .unwrap();
+        }
     }
 }
 
@@ -249,24 +296,6 @@ mod tests {
         assert_eq!(ignored_not_for_root(src).len(), 1);
         let ok = "#[ignore = \"slow\"]\nfn manual_table1() {}\n#[ignore = \"needs root: x\"]\nfn t() {}";
         assert!(ignored_not_for_root(ok).is_empty());
-    }
-
-    #[test]
-    fn relaxed_claims_are_appended_to_the_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("relaxed");
-        append_relaxed(&log, "t1", "a claim", "a stall of 1 ns");
-        append_relaxed(&log, "t2", "another", "2 ns");
-        let text = std::fs::read_to_string(&log).unwrap();
-        assert_eq!(
-            text,
-            "t1: a claim not checked (a stall of 1 ns)\nt2: another not checked (2 ns)\n"
-        );
-    }
-
-    #[test]
-    fn the_test_name_is_the_threads() {
-        assert_eq!(test_name(), "testkit::tests::the_test_name_is_the_threads");
     }
 
     #[test]

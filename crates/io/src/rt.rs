@@ -16,7 +16,11 @@
 
 use std::io;
 
+use rustix::fs::FlockOperation;
+
 use qosnet_core::time::{Duration, Instant};
+
+use crate::sys;
 
 /// SCHED_FIFO priority of the router thread; the tester gets one less
 /// (they run on separate cores, so the order only matters on one core).
@@ -25,78 +29,65 @@ pub const TESTER_PRIO: i32 = 49;
 
 /// CPUs this process may run on, ascending.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most
-    // its size for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
+    use rustix::thread::{sched_getaffinity, CpuSet};
+    match sched_getaffinity(None) {
+        Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Err(_) => Vec::new(),
     }
 }
 
 /// Pin the calling thread to `cpu`.
 pub fn pin_to(cpu: usize) -> io::Result<()> {
-    // SAFETY: as in `allowed_cpus`; pid 0 is the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    pin(None, cpu)
+}
+
+/// Pin thread `tid` (the calling thread: `None`) to `cpu`.
+pub fn pin(tid: Option<rustix::process::Pid>, cpu: usize) -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(tid, &set)?)
 }
 
 /// Put the calling thread under SCHED_FIFO at `prio`; returns the old
 /// policy and priority.
 pub fn set_fifo(prio: i32) -> io::Result<(i32, i32)> {
-    // SAFETY: pthread_getschedparam/setschedparam on the calling thread,
-    // with pointers to live locals.
-    unsafe {
-        let me = libc::pthread_self();
-        let mut policy = 0;
-        let mut old: libc::sched_param = std::mem::zeroed();
-        let r = libc::pthread_getschedparam(me, &mut policy, &mut old);
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        let p = libc::sched_param {
-            sched_priority: prio.clamp(1, 99),
-        };
-        let r = libc::pthread_setschedparam(me, libc::SCHED_FIFO, &p);
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        Ok((policy, old.sched_priority))
-    }
+    let old = sys::sched_get()?;
+    sys::sched_set(libc::SCHED_FIFO, prio.clamp(1, 99))?;
+    Ok(old)
 }
 
 /// Give the calling thread its old policy back.
 pub fn restore_sched(policy: i32, prio: i32) {
-    // SAFETY: as in `set_fifo`.
-    unsafe {
-        let p = libc::sched_param { sched_priority: prio };
-        libc::pthread_setschedparam(libc::pthread_self(), policy, &p);
-    }
+    let _ = sys::sched_set(policy, prio);
 }
 
 /// Lock the whole process's memory, present and future (`mlockall`).
 pub fn lock_memory() -> io::Result<()> {
-    // SAFETY: mlockall takes flags only.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    use rustix::mm::MlockAllFlags;
+    Ok(rustix::mm::mlockall(
+        MlockAllFlags::CURRENT | MlockAllFlags::FUTURE,
+    )?)
 }
 
 /// Undo [`lock_memory`].
 pub fn unlock_memory() {
-    // SAFETY: munlockall takes no arguments.
-    unsafe { libc::munlockall() };
+    let _ = rustix::mm::munlockall();
+}
+
+/// The calling thread's CPU time so far, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
+}
+
+/// Set the calling thread's nice value (Linux: nice values are per
+/// thread); returns the old one.
+pub fn set_nice(nice: i32) -> Option<i32> {
+    let me = Some(rustix::thread::gettid());
+    let old = rustix::process::getpriority_process(me).ok()?;
+    rustix::process::setpriority_process(me, nice.clamp(-20, 19))
+        .ok()
+        .map(|()| old)
 }
 
 /// Where the kernel keeps its RT throttling budget: SCHED_FIFO threads
@@ -246,16 +237,12 @@ struct Shared {
     held: std::fs::File,
 }
 
-fn flock(f: &std::fs::File, op: libc::c_int) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
+fn flock(f: &std::fs::File, op: FlockOperation) -> io::Result<()> {
     loop {
-        // SAFETY: flock on a file descriptor this File owns.
-        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::fs::flock(f, op) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -275,7 +262,7 @@ fn open_rw(path: &str) -> io::Result<std::fs::File> {
 fn decision_lock(dir: &str) -> Option<std::fs::File> {
     std::fs::create_dir_all(dir).ok()?;
     let f = open_rw(&format!("{dir}/rt-throttle.lock")).ok()?;
-    flock(&f, libc::LOCK_EX).ok()?;
+    flock(&f, FlockOperation::LockExclusive).ok()?;
     Some(f)
 }
 
@@ -333,7 +320,7 @@ impl Lifts {
         };
         let shared = dir
             .and_then(|d| open_rw(&format!("{d}/rt-throttle.held")).ok())
-            .filter(|f| flock(f, libc::LOCK_SH).is_ok())
+            .filter(|f| flock(f, FlockOperation::LockShared).is_ok())
             .map(|held| Shared { held });
         st.holders = 1;
         st.restore = restore.clone();
@@ -364,7 +351,7 @@ impl Lifts {
         // an exclusive one is granted exactly when no other process
         // holds the budget lifted: then this one restores it. Otherwise
         // the last of the others will.
-        if decision.is_some() && flock(&shared.held, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+        if decision.is_some() && flock(&shared.held, FlockOperation::NonBlockingLockExclusive).is_ok() {
             let _ = self.budget.write(&st.restore);
             if let Some(d) = self.dir {
                 let _ = std::fs::remove_file(Self::saved_path(d));
@@ -710,7 +697,7 @@ mod tests {
         let Ok(f) = std::fs::File::open(format!("{dir}/rt-throttle.held")) else {
             return false;
         };
-        flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_err()
+        flock(&f, FlockOperation::NonBlockingLockExclusive).is_err()
     }
 
     /// A fresh meeting directory for the cross-process tests. flock locks

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use qosnet_core::time::{Duration, Instant};
 use serde::Serialize;
 
-use crate::clock;
+use crate::{clock, sys};
 
 /// A frame-level network port that a driver polls.
 ///
@@ -67,38 +67,10 @@ pub struct DeviceStats {
 /// Wait until one of `fds` is readable or `timeout` passes (`None`: wait
 /// indefinitely). Returns how many are readable; EINTR counts as zero.
 pub fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<usize> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: (d.as_nanos() / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: (d.as_nanos() % 1_000_000_000) as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: pfds and ts live across the call; the sizes match.
-    let r = unsafe {
-        libc::ppoll(
-            pfds.as_mut_ptr(),
-            pfds.len() as libc::nfds_t,
-            tsp,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(e);
+    match sys::ppoll_readable(fds, timeout) {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        r => r,
     }
-    Ok(r as usize)
 }
 
 /// Waits, like [`wait_readable`], on a set of descriptors fixed for its
@@ -113,7 +85,7 @@ pub fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<usi
 pub struct Waiter {
     ep: Option<std::os::fd::OwnedFd>,
     fds: Vec<RawFd>,
-    events: Vec<libc::epoll_event>,
+    events: Vec<sys::EpollEvent>,
 }
 
 impl Waiter {
@@ -121,29 +93,17 @@ impl Waiter {
         Waiter {
             ep: Self::register(fds),
             fds: fds.to_vec(),
-            events: vec![libc::epoll_event { events: 0, u64: 0 }; fds.len().max(1)],
+            events: vec![sys::epoll_event(); fds.len().max(1)],
         }
     }
 
     fn register(fds: &[RawFd]) -> Option<std::os::fd::OwnedFd> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        // SAFETY: plain epoll_create1; checked below.
-        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if raw < 0 {
-            return None;
-        }
-        // SAFETY: a fresh descriptor nobody else owns.
-        let ep = unsafe { OwnedFd::from_raw_fd(raw) };
+        use std::os::fd::AsFd;
+        let ep = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC).ok()?;
         for (i, &fd) in fds.iter().enumerate() {
-            let mut ev = libc::epoll_event {
-                events: libc::EPOLLIN as u32,
-                u64: i as u64,
-            };
-            // SAFETY: registers `fd` (owned by the caller's devices, which
-            // outlive the waiter) with a live event struct.
-            if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
-                return None;
-            }
+            // The descriptors are the caller's devices', which outlive the
+            // waiter.
+            sys::epoll_add(ep.as_fd(), fd, i as u64).ok()?;
         }
         Some(ep)
     }
@@ -156,39 +116,21 @@ impl Waiter {
     /// Wait until a descriptor is readable or `timeout` passes. Returns
     /// how many are readable; EINTR counts as zero.
     pub fn wait(&mut self, timeout: Duration) -> io::Result<usize> {
-        use std::os::fd::AsRawFd;
+        use std::os::fd::AsFd;
         let Some(ep) = &self.ep else {
             return wait_readable(&self.fds, Some(timeout));
         };
-        let ts = libc::timespec {
-            tv_sec: (timeout.as_nanos() / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: (timeout.as_nanos() % 1_000_000_000) as libc::c_long,
-        };
-        // SAFETY: epoll_pwait2(epfd, events, maxevents, timeout, NULL, 0):
-        // `events` holds `len` entries and `ts` lives across the call.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                ep.as_raw_fd(),
-                self.events.as_mut_ptr(),
-                self.events.len() as libc::c_int,
-                &ts as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
+        match sys::epoll_pwait2(ep.as_fd(), &mut self.events, timeout) {
+            Ok(n) => Ok(n),
+            Err(e) => match e.raw_os_error() {
                 Some(libc::EINTR) => Ok(0),
                 Some(libc::ENOSYS) => {
                     self.ep = None;
                     wait_readable(&self.fds, Some(timeout))
                 }
                 _ => Err(e),
-            };
+            },
         }
-        Ok(r as usize)
     }
 }
 
@@ -265,31 +207,20 @@ mod tests {
     /// once when a registered descriptor becomes readable.
     #[test]
     fn waiter_times_out_and_wakes_on_data() {
-        let mut p = [0 as RawFd; 2];
-        // SAFETY: pipe2 fills two descriptors, closed below.
-        assert_eq!(
-            unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) },
-            0
-        );
-        let mut w = Waiter::new(&[p[0]]);
-        assert!(w.is_epoll());
+        use std::os::fd::AsRawFd;
+        let (r, w) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK)
+                .unwrap();
+        let mut waiter = Waiter::new(&[r.as_raw_fd()]);
+        assert!(waiter.is_epoll());
         let t0 = std::time::Instant::now();
-        assert_eq!(w.wait(Duration::from_micros(300)).unwrap(), 0);
+        assert_eq!(waiter.wait(Duration::from_micros(300)).unwrap(), 0);
         let took = t0.elapsed();
         assert!(took >= std::time::Duration::from_micros(300), "{took:?}");
-        // SAFETY: writes one byte from a live buffer to our pipe.
-        assert_eq!(
-            unsafe { libc::write(p[1], b"x".as_ptr() as *const libc::c_void, 1) },
-            1
-        );
-        assert_eq!(w.wait(Duration::from_secs(5)).unwrap(), 1);
+        assert_eq!(rustix::io::write(&w, b"x").unwrap(), 1);
+        assert_eq!(waiter.wait(Duration::from_secs(5)).unwrap(), 1);
         // Level-triggered: still readable until read.
-        assert_eq!(w.wait(Duration::from_secs(5)).unwrap(), 1);
-        drop(w);
-        // SAFETY: closes the two descriptors opened above.
-        unsafe {
-            libc::close(p[0]);
-            libc::close(p[1]);
-        }
+        assert_eq!(waiter.wait(Duration::from_secs(5)).unwrap(), 1);
+        drop(waiter);
     }
 }

@@ -18,7 +18,7 @@
 //!   the next packet and busy-polls the clock for the rest, then writes
 //!   the frame — pre-built Ethernet/IPv4/UDP, probe stamped with the clock
 //!   read just before the send — straight onto the host's interface
-//!   (AF_PACKET, past the qdisc: [`crate::afpacket`]).
+//!   (AF_PACKET, past the qdisc: [`qosnet_io::afpacket`]).
 //! - **Receiving.** The same AF_PACKET sockets' receive rings carry the
 //!   kernel's timestamp of each arriving frame (the ring header's
 //!   `tp_sec`/`tp_nsec`, taken when the frame reached the socket, not
@@ -46,9 +46,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::Serialize;
 
-use crate::clock::{self, Clock, Lateness, LatenessSummary};
-use crate::device::{Device, DeviceStats};
 use crate::traffic::{sample_size, FlowStats, GenReport, Pattern, RngDraw, Schedule, SizeDist, MIN_IP_SIZE};
+use qosnet_io::clock::{self, Clock, Lateness, LatenessSummary};
+use qosnet_io::device::{Device, DeviceStats};
 
 /// One host interface the tester owns.
 #[derive(Clone, Debug)]
@@ -104,7 +104,7 @@ pub struct TesterConfig {
     /// Busy-poll the clock for this long before each send; sleep before.
     pub spin: Duration,
     /// Pin the tester's thread to this CPU and run it SCHED_FIFO at this
-    /// priority ([`crate::rt`]).
+    /// priority ([`qosnet_io::rt`]).
     pub cpu: Option<usize>,
     pub fifo: Option<i32>,
 }
@@ -386,7 +386,7 @@ impl<D: Device> Tester<D> {
     /// `cfg.until` or `stop`. Places and schedules the calling thread as
     /// configured first (and restores its policy after).
     pub fn run(mut self, stop: &AtomicBool) -> TesterReport {
-        let (sched_notes, old) = crate::rt::apply("tester", self.cfg.cpu, self.cfg.fifo);
+        let (sched_notes, old) = qosnet_io::rt::apply("tester", self.cfg.cpu, self.cfg.fifo);
         let old_slack = clock::set_timer_slack(Duration(1));
         let clock = Clock::realtime().with_spin(self.cfg.spin);
         let mut heap: BinaryHeap<Reverse<(Instant, usize)>> = (0..self.flows.len())
@@ -447,7 +447,7 @@ impl<D: Device> Tester<D> {
         self.drain();
         clock::set_timer_slack(old_slack);
         if let Some((p, q)) = old {
-            crate::rt::restore_sched(p, q);
+            qosnet_io::rt::restore_sched(p, q);
         }
         let send_lateness = self.late.summary();
         let ports = self

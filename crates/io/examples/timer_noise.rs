@@ -2,10 +2,10 @@
 //! busy-poll stalls and `wait_until` lateness, with the default timer slack
 //! and then with 1 ns slack (what a live driver sets).
 //!
-//! `cargo run --release -p qosnet-live --example timer_noise [SECONDS]`
+//! `cargo run --release -p qosnet-io --example timer_noise [SECONDS]`
 
 use qosnet_core::time::Duration;
-use qosnet_live::clock;
+use qosnet_io::clock;
 
 fn main() {
     let secs: f64 = std::env::args()

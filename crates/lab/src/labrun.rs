@@ -47,6 +47,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use qosnet_core::route::Ipv4Prefix;
 use qosnet_core::time::{Duration, Instant};
 use qosnet_scenario::build::{tdp_setup, BuildOpts, Setup};
 use qosnet_scenario::results::{EngineResult, FlowResult, LinkResult, NodeResult, Results};
@@ -54,18 +55,19 @@ use qosnet_scenario::topo::Network;
 use qosnet_scenario::Scenario;
 use serde::Serialize;
 
-use crate::afpacket::{AfPacket, AfPacketConfig};
-use crate::clock::{self, LatenessSummary};
-use crate::driver::{Driver, DriverConfig, DriverReport, NodeHost};
-use crate::lab::{ip, Ipv4Net, Lab, LabError, LabLink, LabNode, LabSpec, NodeKind};
-use crate::netdev::{NetDevice, PortDevices};
-use crate::netns;
-use crate::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
+use crate::lab::{ip, Lab, LabError, LabLink, LabNode, LabSpec, NodeKind};
 use crate::placement::{Placement, MEASURED_BOTH, MEASURED_SINK, MEASURED_SOURCE};
 use crate::traffic::{self, GenConfig, GenReport, Sink, SinkCounters};
+use qosnet_io::afpacket::{AfPacket, AfPacketConfig};
+use qosnet_io::clock::{self, LatenessSummary};
+use qosnet_io::netdev::{NetDevice, PortDevices};
+use qosnet_io::netns;
+use qosnet_live::driver::{Driver, DriverConfig, DriverReport, NodeHost};
+use qosnet_live::node::{self, NodeReport, OpenOptions, PortPlace, PortSnap};
 
-/// Suffix of the sender namespace of a host whose flows loop back to it.
-pub const SENDER_SUFFIX: &str = "_tx";
+/// Suffix of the sender namespace of a host whose flows loop back to it
+/// (the lab's, which removes these namespaces with the lab's own).
+pub use crate::lab::SENDER_SUFFIX;
 
 /// A host split into a receiving and a sending namespace.
 #[derive(Clone, Debug, Serialize)]
@@ -181,9 +183,9 @@ pub fn layout_for(
     for (li, l) in sc.links.iter().enumerate() {
         let addr = |node: usize, a: Ipv4Addr| {
             // A split host's address lives on its bridge, not the veth.
-            (!looping.contains(&node) && !tested.contains(&node)).then_some(Ipv4Net {
+            (!looping.contains(&node) && !tested.contains(&node)).then_some(Ipv4Prefix {
                 addr: a,
-                prefix_len: l.prefix_len,
+                len: l.prefix_len,
             })
         };
         let mut link = LabLink::new(
@@ -196,8 +198,28 @@ pub fn layout_for(
         spec.links.push(link);
         debug_assert_eq!(li + 1, spec.links.len());
     }
-    // Hosts behind a switch or on a segment reach the world through their
-    // broadcast domain's first router (a host linked to a router directly
+    host_routes(sc, net, &mut spec);
+    let (splits, sender_of) = split_hosts(sc, net, &looping, &mut spec)?;
+    let flow_src = sc
+        .flows
+        .iter()
+        .map(|f| match sender_of.get(&f.from) {
+            Some((s, a)) => (s.clone(), *a),
+            None => (sc.nodes[f.from].name.clone(), net.host_ip(f.from)),
+        })
+        .collect();
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(LiveLayout {
+        spec,
+        splits,
+        flow_src,
+    })
+}
+
+/// Hosts behind a switch or on a segment reach the world through their
+/// broadcast domain's first router (a host linked to a router directly
+/// gets that router as its default gateway from the lab itself).
+fn host_routes(sc: &Scenario, net: &Network, spec: &mut LabSpec) {
     // gets that router as its default gateway from the lab itself).
     for (i, n) in sc.nodes.iter().enumerate() {
         let Some(f) = net.nodes[i].ifaces.first() else {
@@ -211,9 +233,9 @@ pub fn layout_for(
         if let Some(gw) = net.gateway(sc, i) {
             spec.routes.push(crate::lab::LabRoute {
                 node: n.name.clone(),
-                dst: Ipv4Net {
+                dst: Ipv4Prefix {
                     addr: Ipv4Addr::UNSPECIFIED,
-                    prefix_len: 0,
+                    len: 0,
                 },
                 via: gw.ip,
             });
@@ -230,10 +252,7 @@ pub fn layout_for(
                     if m.node != i && sc.nodes[m.node].is_host() {
                         spec.routes.push(crate::lab::LabRoute {
                             node: n.name.clone(),
-                            dst: Ipv4Net {
-                                addr: m.ip,
-                                prefix_len: 32,
-                            },
+                            dst: Ipv4Prefix { addr: m.ip, len: 32 },
                             via: gw.ip,
                         });
                     }
@@ -241,9 +260,22 @@ pub fn layout_for(
             }
         }
     }
+}
+
+/// The sender namespaces of hosts whose flows loop back to them (a
+/// second address of the host's subnet, joined to the host by a link of
+/// their own; [`post_up`] bridges them): the splits, and per such host its
+/// sender's (namespace, address).
+#[allow(clippy::type_complexity)]
+fn split_hosts(
+    sc: &Scenario,
+    net: &Network,
+    looping: &[usize],
+    spec: &mut LabSpec,
+) -> Result<(Vec<Split>, BTreeMap<usize, (String, Ipv4Addr)>), String> {
     let mut splits = Vec::new();
     let mut sender_of = BTreeMap::new();
-    for &h in &looping {
+    for &h in looping {
         let host = &sc.nodes[h].name;
         let sender = format!("{host}{SENDER_SUFFIX}");
         if sc.node_index(&sender).is_some() {
@@ -278,20 +310,7 @@ pub fn layout_for(
             gateway: f.peer_ip,
         });
     }
-    let flow_src = sc
-        .flows
-        .iter()
-        .map(|f| match sender_of.get(&f.from) {
-            Some((s, a)) => (s.clone(), *a),
-            None => (sc.nodes[f.from].name.clone(), net.host_ip(f.from)),
-        })
-        .collect();
-    spec.validate().map_err(|e| e.to_string())?;
-    Ok(LiveLayout {
-        spec,
-        splits,
-        flow_src,
-    })
+    Ok((splits, sender_of))
 }
 
 /// Set up what [`Lab::up`] does not: the bridges and addresses of split
@@ -307,7 +326,7 @@ pub fn post_up(lab: &Lab, layout: &LiveLayout) -> Result<(), LabError> {
         }
         ip(&["-n", &ns, "addr", "add", &s.host_addr, "dev", "br0"])?;
         ip(&["-n", &ns, "link", "set", "br0", "up"])?;
-        netns::run_in(&ns, || crate::iface::disable_offloads("br0"))
+        netns::run_in(&ns, || qosnet_io::iface::disable_offloads("br0"))
             .and_then(|r| r)
             .map_err(|e| LabError::Io {
                 context: format!("offloads of br0 in {ns}"),
@@ -387,7 +406,7 @@ pub fn open_nodes(
 /// code as in the simulator); hosts are kernel stacks in namespaces,
 /// segments Linux bridges. A new node kind needs no change here. A built
 /// node that is a host's interface (a RETHER station) also carries that
-/// host's kernel stack, on a TAP in its namespace ([`crate::node`]).
+/// host's kernel stack, on a TAP in its namespace ([`qosnet_live::node`]).
 fn hosted_here(sc: &Scenario, i: usize) -> bool {
     !sc.nodes[i].is_stack_host() && !sc.nodes[i].is_medium()
 }
@@ -398,7 +417,7 @@ pub struct LiveOptions {
     pub prefix: String,
     pub driver: DriverConfig,
     pub afpacket: AfPacketConfig,
-    /// Which router ports are AF_XDP ([`crate::netdev`]; default none).
+    /// Which router ports are AF_XDP ([`qosnet_io::netdev`]; default none).
     pub devices: PortDevices,
     /// Measure the machine's timer noise before the run (0.3 s).
     pub timer_noise: bool,
@@ -416,7 +435,7 @@ pub struct LiveOptions {
     /// them all on one thread of this process.
     pub processes: Option<NodeProcesses>,
     /// Publish the routers' metrics snapshots here (`lab run/up --metrics`).
-    pub metrics: Option<Arc<crate::metrics::MetricsHub>>,
+    pub metrics: Option<Arc<qosnet_live::metrics::MetricsHub>>,
     /// Build and run only one machine's part of a lab split across
     /// machines.
     pub placement: Option<PlacedOn>,
@@ -429,7 +448,7 @@ pub struct LiveOptions {
     pub traffic: TrafficSource,
     /// With the tester: pin the router thread and the tester to separate
     /// cores, run both SCHED_FIFO and lock the process's memory
-    /// ([`crate::rt`]); each step that the machine refuses is reported.
+    /// ([`qosnet_io::rt`]); each step that the machine refuses is reported.
     pub realtime: bool,
     /// The CLOCK_REALTIME instant scenario time 0 stands for (the start
     /// of traffic); `None`: when the lab starts.
@@ -443,8 +462,8 @@ pub struct LiveOptions {
     /// (`qosnet node`'s `crash_holding_token_after`).
     pub crash_holding_token: Vec<(String, u64)>,
     /// Injected CPU stalls on the router thread's core while the traffic
-    /// runs ([`crate::rt::StallSpec`]).
-    pub stalls: Option<crate::rt::StallSpec>,
+    /// runs ([`qosnet_io::rt::StallSpec`]).
+    pub stalls: Option<qosnet_io::rt::StallSpec>,
 }
 
 /// A placement and the machine this process plays.
@@ -584,9 +603,9 @@ pub struct LiveLab {
 struct Procs {
     /// (scenario node index, node name, process).
     children: Vec<(usize, String, std::process::Child)>,
-    /// The lab's private run directory (crate::rundir): node configs,
+    /// The lab's private run directory (qosnet_io::rundir): node configs,
     /// reports, ready files, control sockets. Removed when dropped.
-    dir: crate::rundir::RunDir,
+    dir: qosnet_io::rundir::RunDir,
 }
 
 /// Per flow id: the delay histogram buckets and the sink's report.
@@ -797,7 +816,8 @@ fn spawn_nodes(
 ) -> Result<(Vec<usize>, Procs), String> {
     // New, 0700 and ours, never a predictable path in a shared directory:
     // root writes configs here that root's node processes then act on.
-    let dir = crate::rundir::RunDir::create(&lab.spec().prefix).map_err(|e| format!("run directory: {e}"))?;
+    let dir =
+        qosnet_io::rundir::RunDir::create(&lab.spec().prefix).map_err(|e| format!("run directory: {e}"))?;
     let scenario =
         std::fs::canonicalize(&np.scenario).map_err(|e| format!("{}: {e}", np.scenario.display()))?;
     let mut procs = Procs {
@@ -866,16 +886,7 @@ fn spawn_nodes(
         }
         // A node must not outlive its lab: if `qosnet lab` dies (even by
         // SIGKILL), the kernel sends the node SIGTERM.
-        // SAFETY: prctl(2) is async-signal-safe; nothing else runs between
-        // fork and exec.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        qosnet_io::process::die_with_parent(&mut cmd, qosnet_io::process::Signal::TERM);
         let child = cmd
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -906,8 +917,7 @@ impl Procs {
     /// SIGTERM every child still running, wait for all, read the reports.
     fn stop(mut self) -> NodeReports {
         for (_, _, c) in &self.children {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = qosnet_io::process::kill(c.id(), qosnet_io::process::Signal::TERM);
         }
         let mut reports = Vec::new();
         let mut missing = Vec::new();
@@ -915,7 +925,7 @@ impl Procs {
         for (i, name, c) in self.children.iter_mut() {
             let _ = c.wait();
             let path = self.dir.join(&format!("{name}.report.json"));
-            match crate::rundir::read_trusted(&path)
+            match qosnet_io::rundir::read_trusted(&path)
                 .ok()
                 .and_then(|t| serde_json::from_str::<node::NodeRun>(&t).ok())
             {
@@ -1011,6 +1021,201 @@ fn gen_config(sc: &Scenario, fi: usize, net: &Network, src: Ipv4Addr, t0: Instan
     }
 }
 
+/// Where a run's threads go: with the tester, the router thread and the
+/// tester on cores of their own, SCHED_FIFO, memory locked, the RT
+/// throttle lifted (each refusal is reported, not fatal).
+struct Realtime {
+    /// The run's options with the router thread's placement set.
+    opts: LiveOptions,
+    /// What was applied or refused, in words, for the results.
+    notes: Vec<String>,
+    tester_cpu: Option<usize>,
+    tester_fifo: Option<i32>,
+    /// Whether memory was locked (the run unlocks it at the end).
+    locked: bool,
+    /// Lives to the end of the run; restores the kernel's budget on drop.
+    throttle: Option<qosnet_io::rt::RtThrottleLifted>,
+}
+
+impl Realtime {
+    fn set_up(opts: &LiveOptions) -> Realtime {
+        let mut rt = Realtime {
+            opts: opts.clone(),
+            notes: Vec::new(),
+            tester_cpu: None,
+            tester_fifo: None,
+            locked: false,
+            throttle: None,
+        };
+        if opts.traffic == TrafficSource::Tester && opts.realtime {
+            let pl = qosnet_io::rt::placement();
+            rt.notes.extend(pl.note.clone());
+            rt.opts.driver.cpu = pl.router_cpu;
+            rt.opts.driver.realtime = Some(qosnet_io::rt::ROUTER_PRIO);
+            // Under SCHED_FIFO a sleeping driver wakes within microseconds;
+            // spinning 100 µs before deadlines that come every few µs (wire
+            // emulation at full load) is a busy loop, which the kernel's RT
+            // throttling stops for 50 ms of every second.
+            if opts.driver.spin == clock::DEFAULT_SPIN {
+                rt.opts.driver.spin = RT_SPIN;
+            }
+            rt.tester_cpu = pl.tester_cpu;
+            rt.tester_fifo = Some(qosnet_io::rt::TESTER_PRIO);
+            match qosnet_io::rt::lock_memory() {
+                Ok(()) => {
+                    rt.locked = true;
+                    rt.notes.push("memory locked (mlockall)".into());
+                }
+                Err(e) => rt.notes.push(format!("memory not locked: mlockall: {e}")),
+            }
+            // Busy-polling under SCHED_FIFO with no budget would hold its core
+            // against the kernel's own work there: keep the throttle then.
+            if opts.driver.busy_poll {
+                rt.notes.push("RT throttling kept (--busy-poll)".into());
+            } else {
+                match qosnet_io::rt::RtThrottleLifted::lift() {
+                    Ok(Some(g)) => {
+                        rt.notes.push(format!(
+                            "RT throttling lifted for the run (was {} us per period)",
+                            g.old()
+                        ));
+                        rt.throttle = Some(g);
+                    }
+                    Ok(None) => rt.notes.push("RT throttling already off".into()),
+                    Err(e) => rt.notes.push(format!("RT throttling kept: {e}")),
+                }
+            }
+            rt.notes
+                .extend(pl.router_cpu.and_then(qosnet_io::rt::fair_server_note));
+            if opts.processes.is_some() {
+                rt.notes.push(
+                    "node processes: not pinned, not SCHED_FIFO (only the in-process router thread is)"
+                        .into(),
+                );
+            }
+        } else if opts.traffic == TrafficSource::Tester {
+            rt.notes.push("real-time placement off (--no-realtime)".into());
+        }
+        rt
+    }
+}
+
+/// What a run adds to its results beyond the flows and nodes: nodes that
+/// sent no report, the placement, the real-time notes, the tester's
+/// counters, the traffic source, kills and stalls.
+struct RunExtras<'a> {
+    missing: &'a [usize],
+    t0: Instant,
+    rt_notes: Vec<String>,
+    tester: Option<&'a crate::tester::TesterReport>,
+    killed: Vec<serde_json::Value>,
+    stalled: Option<serde_json::Value>,
+}
+
+impl RunExtras<'_> {
+    fn add_to(
+        self,
+        results: &mut Results,
+        sc: &Scenario,
+        live: &LiveLab,
+        opts: &LiveOptions,
+        dr: &DriverReport,
+    ) {
+        if !self.missing.is_empty() {
+            let names: Vec<&str> = self.missing.iter().map(|&i| sc.nodes[i].name.as_str()).collect();
+            results.extra.insert("nodes_without_report".into(), js(&names));
+        }
+        if let Some(p) = &opts.placement {
+            results
+                .extra
+                .insert("placement".into(), placement_extra(sc, live, p, self.t0));
+        }
+        let mut placement = self.rt_notes;
+        placement.extend(dr.sched.iter().cloned());
+        if let Some(t) = self.tester {
+            placement.extend(t.sched.iter().cloned());
+            let ports: BTreeMap<&str, &qosnet_io::device::DeviceStats> =
+                t.ports.iter().map(|(h, d)| (h.as_str(), d)).collect();
+            results.extra.insert(
+                "tester".into(),
+                serde_json::json!({
+                    "send_lateness": t.send_lateness,
+                    "counters": t.counters,
+                    "ports": ports,
+                }),
+            );
+        }
+        results.extra.insert(
+            "traffic".into(),
+            js(&match opts.traffic {
+                TrafficSource::Kernel => "kernel generators",
+                TrafficSource::Tester => "tester",
+            }),
+        );
+        if !placement.is_empty() {
+            results.extra.insert("realtime".into(), js(&placement));
+        }
+        if !self.killed.is_empty() {
+            results.extra.insert("killed".into(), js(&self.killed));
+        }
+        if let Some(s) = self.stalled {
+            results.extra.insert("stalls".into(), s);
+        }
+    }
+}
+
+/// When traffic starts: given (`--start-at`, the same on every machine
+/// of a split lab), or the next whole 10 s at least 5 s away with a
+/// placement (so machines started a few seconds apart agree), or a whole
+/// UTC second at least 2 s (plus a second per node process) after `now`,
+/// so the nodes and ARP are ready.
+fn traffic_start(sc: &Scenario, opts: &LiveOptions, now: Instant) -> Instant {
+    let sec = 1_000_000_000;
+    // The routers' rings are opened after this choice (2 s), and node
+    // processes each load the scenario and open their ports (seen: over
+    // 3 s for six processes at load average 15).
+    let lead = match &opts.processes {
+        Some(_) => (0..sc.nodes.len()).filter(|&i| hosted_here(sc, i)).count() as u64,
+        None => 0,
+    };
+    match (opts.start_at, &opts.placement) {
+        (Some(t), _) => t,
+        (None, None) => Instant(((now + Duration::from_secs(2 + lead)).0 / sec + 1) * sec),
+        (None, Some(_)) => Instant(((now.0 + 5 * sec) / (10 * sec) + 1) * 10 * sec),
+    }
+}
+
+/// Per flow, its delay histogram's (ns, count) pairs (empty for a flow
+/// nothing of arrived).
+fn flow_buckets(sc: &Scenario, flows: &SinkFlows) -> Vec<(String, Vec<(u64, u64)>)> {
+    sc.flows
+        .iter()
+        .enumerate()
+        .map(|(fi, f)| {
+            let b = flows.get(&(fi as u32)).map(|(b, _)| b.clone());
+            (f.name.clone(), b.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Options a run refuses before building anything.
+fn check_start(opts: &LiveOptions) -> Result<(), String> {
+    if opts.placement.is_some() && opts.traffic == TrafficSource::Tester {
+        return Err("the tester drives every host from one process: a lab split across machines runs with --traffic kernel".into());
+    }
+    if let Some(t) = opts.start_at {
+        let now = clock::now();
+        if t < now + Duration::from_millis(1500) {
+            return Err(format!(
+                "start time {} s (UTC) is less than 1.5 s away (now {:.1}): the lab would not be ready",
+                t.as_nanos() / 1_000_000_000,
+                now.as_nanos() as f64 / 1e9
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Run `sc` live: lab, routers, flows, results; the lab is removed before
 /// returning, also on error. `stop` (e.g. set by Ctrl-C) ends the run early.
 pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<LiveRun, String> {
@@ -1023,76 +1228,16 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         say("measuring this machine's timer noise (0.3 s)...");
         clock::measure_timer_noise(std::time::Duration::from_millis(300))
     });
-    let sec = 1_000_000_000;
-    if opts.placement.is_some() && opts.traffic == TrafficSource::Tester {
-        return Err("the tester drives every host from one process: a lab split across machines runs with --traffic kernel".into());
-    }
-    if let Some(t) = opts.start_at {
-        let now = clock::now();
-        if t < now + Duration::from_millis(1500) {
-            return Err(format!(
-                "start time {} s (UTC) is less than 1.5 s away (now {:.1}): the lab would not be ready",
-                t.as_nanos() / sec,
-                now.as_nanos() as f64 / 1e9
-            ));
-        }
-    }
+    check_start(opts)?;
     let drain = sc.drain.max(Duration::from_millis(100));
-    // With the tester: router thread and tester on cores of their own,
-    // SCHED_FIFO, memory locked (each refusal is reported, not fatal).
-    let mut rt_notes = Vec::new();
-    let mut opts_rt = opts.clone();
-    let (mut tester_cpu, mut tester_fifo) = (None, None);
-    let mut locked = false;
-    // Lives to the end of the run; restores the kernel's budget on drop.
-    let mut rt_throttle = None;
-    if opts.traffic == TrafficSource::Tester && opts.realtime {
-        let pl = crate::rt::placement();
-        rt_notes.extend(pl.note.clone());
-        opts_rt.driver.cpu = pl.router_cpu;
-        opts_rt.driver.realtime = Some(crate::rt::ROUTER_PRIO);
-        // Under SCHED_FIFO a sleeping driver wakes within microseconds;
-        // spinning 100 µs before deadlines that come every few µs (wire
-        // emulation at full load) is a busy loop, which the kernel's RT
-        // throttling stops for 50 ms of every second.
-        if opts.driver.spin == clock::DEFAULT_SPIN {
-            opts_rt.driver.spin = RT_SPIN;
-        }
-        tester_cpu = pl.tester_cpu;
-        tester_fifo = Some(crate::rt::TESTER_PRIO);
-        match crate::rt::lock_memory() {
-            Ok(()) => {
-                locked = true;
-                rt_notes.push("memory locked (mlockall)".into());
-            }
-            Err(e) => rt_notes.push(format!("memory not locked: mlockall: {e}")),
-        }
-        // Busy-polling under SCHED_FIFO with no budget would hold its core
-        // against the kernel's own work there: keep the throttle then.
-        if opts.driver.busy_poll {
-            rt_notes.push("RT throttling kept (--busy-poll)".into());
-        } else {
-            match crate::rt::RtThrottleLifted::lift() {
-                Ok(Some(g)) => {
-                    rt_notes.push(format!(
-                        "RT throttling lifted for the run (was {} us per period)",
-                        g.old()
-                    ));
-                    rt_throttle = Some(g);
-                }
-                Ok(None) => rt_notes.push("RT throttling already off".into()),
-                Err(e) => rt_notes.push(format!("RT throttling kept: {e}")),
-            }
-        }
-        rt_notes.extend(pl.router_cpu.and_then(crate::rt::fair_server_note));
-        if opts.processes.is_some() {
-            rt_notes.push(
-                "node processes: not pinned, not SCHED_FIFO (only the in-process router thread is)".into(),
-            );
-        }
-    } else if opts.traffic == TrafficSource::Tester {
-        rt_notes.push("real-time placement off (--no-realtime)".into());
-    }
+    let Realtime {
+        opts: opts_rt,
+        notes: rt_notes,
+        tester_cpu,
+        tester_fifo,
+        locked,
+        throttle: rt_throttle,
+    } = Realtime::set_up(opts);
     for n in &rt_notes {
         say(n);
     }
@@ -1101,15 +1246,6 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     // Start of traffic: a whole UTC second at least 2 s (plus a second per
     // node process) after the lab is up, so the nodes and ARP are ready.
     let t0_cell = std::cell::Cell::new(Instant::ZERO);
-    let lead = match &opts.processes {
-        Some(_) => sc
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| hosted_here(sc, i))
-            .count() as u64,
-        None => 0,
-    };
     // The tester's ports open before t0 is chosen: under load, opening and
     // locking five receive rings took seconds, and a tester that starts
     // after t0 sends its backlog at once (seen: every packet 1.2 s late).
@@ -1118,18 +1254,7 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         if opts.traffic == TrafficSource::Tester {
             *tester_ports.borrow_mut() = Some(open_tester_ports(sc, lab));
         }
-        // Given (`--start-at`, the same on every machine of a split lab),
-        // or the next whole 10 s at least 5 s away with a placement (so
-        // machines started a few seconds apart agree).
-        let now = clock::now();
-        let t0 = match (opts.start_at, &opts.placement) {
-            (Some(t), _) => t,
-            // The routers' rings are opened after this choice (2 s), and
-            // node processes each load the scenario and open their ports
-            // (seen: over 3 s for six processes at load average 15).
-            (None, None) => Instant(((now + Duration::from_secs(2 + lead)).0 / sec + 1) * sec),
-            (None, Some(_)) => Instant(((now.0 + 5 * sec) / (10 * sec) + 1) * 10 * sec),
-        };
+        let t0 = traffic_start(sc, opts, clock::now());
         t0_cell.set(t0);
         let end = t0 + sc.duration;
         (
@@ -1148,56 +1273,11 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
     }
     // Node failures (`--kill NODE@T`): SIGKILL at t0 + T, from a thread
     // of their own while the traffic runs.
-    let mut kills = Vec::new();
-    // The scenario's `[[fault]] kind = "kill"` are the same SIGKILL; a
-    // restart would need the lab to start a node process again mid-run,
-    // which it does not (the simulator reboots nodes).
-    let mut wanted = opts.kills.clone();
-    for k in &sc.kills {
-        let name = &sc.nodes[k.node].name;
-        if k.restart.is_some() {
-            return Err(format!(
-                "[[fault]] at {name} has a restart: live labs kill node processes but do not restart them; run it with `qosnet sim`, or drop restart"
-            ));
-        }
-        wanted.push((name.clone(), k.at));
-    }
-    for (name, at) in &wanted {
-        let pid = live.node_pid(name).ok_or_else(|| {
-            format!("cannot kill node {name}: it is not a node process of this lab (kills need --processes)")
-        })?;
-        kills.push((t0 + *at, name.clone(), pid, *at));
-    }
-    kills.sort();
-    let killer = {
-        let stop = stop.clone();
-        let verbose = opts.verbose;
-        std::thread::spawn(move || {
-            let mut killed = Vec::new();
-            for (at, name, pid, after) in kills {
-                while clock::now() < at && !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                // SAFETY: kill(2) on a child of this process (reaped by `Procs`).
-                let r = unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                if verbose {
-                    eprintln!("kill -9 {name} (pid {pid}) at +{after}");
-                }
-                killed.push(serde_json::json!({
-                    "node": name,
-                    "pid": pid,
-                    "at_s": after.as_secs_f64(),
-                    "late_ns": clock::now().saturating_since(at).as_nanos(),
-                    "ok": r == 0,
-                }));
-            }
-            killed
-        })
-    };
+    let killer = spawn_killer(node_kills(sc, opts, &live, t0)?, stop.clone(), opts.verbose);
     // Injected stalls on the router thread's core (CPU 0 when it is not
     // pinned: the kernel's own CPU work lands there first).
     let staller = opts.stalls.map(|spec| {
-        use crate::rt::StallRun;
+        use qosnet_io::rt::StallRun;
         let stop = stop.clone();
         let cpu = opts.driver.cpu.unwrap_or(0);
         let until = t0 + sc.duration;
@@ -1209,19 +1289,11 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
             (g, f, c, None)
         }
         TrafficSource::Tester => {
-            let (hosts, ports) = tester_ports
+            let ports = tester_ports
                 .into_inner()
                 .ok_or("tester ports were not opened")??;
-            let (g, f, t) = tester_traffic(
-                sc,
-                &live,
-                (hosts, ports),
-                t0,
-                drain,
-                (tester_cpu, tester_fifo),
-                &stop,
-                &say,
-            )?;
+            let placed = (tester_cpu, tester_fifo);
+            let (g, f, t) = tester_traffic(sc, &live, ports, t0, drain, placed, &stop, &say)?;
             (g.into_iter().map(Some).collect(), f, Vec::new(), Some(t))
         }
     };
@@ -1247,64 +1319,20 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         &sink_counters,
         noise,
     );
-    if !missing.is_empty() {
-        let names: Vec<&str> = missing.iter().map(|&i| sc.nodes[i].name.as_str()).collect();
-        results.extra.insert("nodes_without_report".into(), js(&names));
-    }
-    if let Some(p) = &opts.placement {
-        results
-            .extra
-            .insert("placement".into(), placement_extra(sc, &live, p, t0));
-    }
-    let mut placement = rt_notes;
-    placement.extend(dr.sched.iter().cloned());
-    if let Some(t) = &tester {
-        placement.extend(t.sched.iter().cloned());
-        let ports: BTreeMap<&str, &crate::device::DeviceStats> =
-            t.ports.iter().map(|(h, d)| (h.as_str(), d)).collect();
-        results.extra.insert(
-            "tester".into(),
-            serde_json::json!({
-                "send_lateness": t.send_lateness,
-                "counters": t.counters,
-                "ports": ports,
-            }),
-        );
-    }
+    let extras = RunExtras {
+        missing: &missing,
+        t0,
+        rt_notes,
+        tester: tester.as_ref(),
+        killed,
+        stalled,
+    };
+    extras.add_to(&mut results, sc, &live, opts, &dr);
     if locked {
-        crate::rt::unlock_memory();
+        qosnet_io::rt::unlock_memory();
     }
     drop(rt_throttle);
-    results.extra.insert(
-        "traffic".into(),
-        js(&match opts.traffic {
-            TrafficSource::Kernel => "kernel generators",
-            TrafficSource::Tester => "tester",
-        }),
-    );
-    if !placement.is_empty() {
-        results.extra.insert("realtime".into(), js(&placement));
-    }
-    if !killed.is_empty() {
-        results.extra.insert("killed".into(), js(&killed));
-    }
-    if let Some(s) = stalled {
-        results.extra.insert("stalls".into(), s);
-    }
-    let buckets = sc
-        .flows
-        .iter()
-        .enumerate()
-        .map(|(fi, f)| {
-            (
-                f.name.clone(),
-                flows_stats
-                    .get(&(fi as u32))
-                    .map(|(b, _)| b.clone())
-                    .unwrap_or_default(),
-            )
-        })
-        .collect();
+    let buckets = flow_buckets(sc, &flows_stats);
     live.finish().map_err(|e| e.to_string())?;
     if interrupted {
         return Err("interrupted; lab removed".into());
@@ -1313,6 +1341,68 @@ pub fn run(sc: &Scenario, opts: &LiveOptions, stop: Arc<AtomicBool>) -> Result<L
         results,
         buckets,
         driver: dr,
+    })
+}
+
+/// The SIGKILLs a run makes (`--kill NODE@T` and the scenario's kill
+/// faults): (when, node, pid, offset from t0), in time order.
+fn node_kills(
+    sc: &Scenario,
+    opts: &LiveOptions,
+    live: &LiveLab,
+    t0: Instant,
+) -> Result<Vec<(Instant, String, u32, Duration)>, String> {
+    let mut kills = Vec::new();
+    // The scenario's `[[fault]] kind = "kill"` are the same SIGKILL; a
+    // restart would need the lab to start a node process again mid-run,
+    // which it does not (the simulator reboots nodes).
+    let mut wanted = opts.kills.clone();
+    for k in &sc.kills {
+        let name = &sc.nodes[k.node].name;
+        if k.restart.is_some() {
+            return Err(format!(
+                "[[fault]] at {name} has a restart: live labs kill node processes but do not restart them; run it with `qosnet sim`, or drop restart"
+            ));
+        }
+        wanted.push((name.clone(), k.at));
+    }
+    for (name, at) in &wanted {
+        let pid = live.node_pid(name).ok_or_else(|| {
+            format!("cannot kill node {name}: it is not a node process of this lab (kills need --processes)")
+        })?;
+        kills.push((t0 + *at, name.clone(), pid, *at));
+    }
+    kills.sort();
+    Ok(kills)
+}
+
+/// A thread that sends each SIGKILL of `kills` at its time (or stops with
+/// `stop`) and returns what it did, for the results.
+fn spawn_killer(
+    kills: Vec<(Instant, String, u32, Duration)>,
+    stop: Arc<AtomicBool>,
+    verbose: bool,
+) -> std::thread::JoinHandle<Vec<serde_json::Value>> {
+    std::thread::spawn(move || {
+        let mut killed = Vec::new();
+        for (at, name, pid, after) in kills {
+            while clock::now() < at && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            // A child of this process (reaped by `Procs`).
+            let r = qosnet_io::process::kill(pid, qosnet_io::process::Signal::KILL);
+            if verbose {
+                eprintln!("kill -9 {name} (pid {pid}) at +{after}");
+            }
+            killed.push(serde_json::json!({
+                "node": name,
+                "pid": pid,
+                "at_s": after.as_secs_f64(),
+                "late_ns": clock::now().saturating_since(at).as_nanos(),
+                "ok": r.is_ok(),
+            }));
+        }
+        killed
     })
 }
 
@@ -1580,8 +1670,53 @@ fn results(
     noise: Option<clock::TimerNoise>,
 ) -> Results {
     let interval = (sc.duration - sc.warmup).as_secs_f64().max(1e-9);
-    let flow_results = sc
-        .flows
+    let flow_results = flow_results(sc, layout, gens, flows, interval);
+    let mut links = Vec::new();
+    let mut nodes = Vec::new();
+    for (i, rep) in reports {
+        let n = &sc.nodes[*i];
+        port_links(sc, net, *i, rep, interval, &mut links);
+        nodes.push(NodeResult {
+            name: n.name.clone(),
+            counters: node_counters(n, rep, dr),
+            details: rep.details.clone(),
+        });
+    }
+    host_results(sc, layout, gens, &mut nodes);
+    let extra = live_extra(sc, net, layout, reports, dr, gens, flows, sinks, noise);
+    let events = dr.stats.rx_frames + dr.stats.tx_frames;
+    Results {
+        scenario: sc.name.clone(),
+        source: sc.source.clone(),
+        mode: "live".into(),
+        seed: sc.seed,
+        duration_s: sc.duration.as_secs_f64(),
+        warmup_s: sc.warmup.as_secs_f64(),
+        flows: flow_results,
+        links,
+        nodes,
+        engine: EngineResult {
+            events,
+            wall_s: dr.wall_s,
+            sim_s: sc.duration.as_secs_f64(),
+            events_per_wall_s: events as f64 / dr.wall_s.max(1e-9),
+            sim_s_per_wall_s: 1.0,
+            peak_event_queue: 0,
+        },
+        extra,
+    }
+}
+
+/// Per flow: sent as measured by its generator, received, lost, delay,
+/// jitter and throughput as its sink measured them.
+fn flow_results(
+    sc: &Scenario,
+    layout: &LiveLayout,
+    gens: &[Option<GenReport>],
+    flows: &SinkFlows,
+    interval: f64,
+) -> Vec<FlowResult> {
+    sc.flows
         .iter()
         .enumerate()
         .map(|(fi, f)| {
@@ -1607,98 +1742,115 @@ fn results(
             }
             fr
         })
-        .collect();
-    let mut links = Vec::new();
-    let mut nodes = Vec::new();
-    for (i, rep) in reports {
-        let i = *i;
-        let n = &sc.nodes[i];
-        let snap = |m: usize, p: usize| -> PortSnap {
-            rep.snapshots
-                .get(m)
-                .and_then(|v| v.get(p))
-                .copied()
-                .unwrap_or_default()
+        .collect()
+}
+
+/// The links out of node `i` (and, for a link to a host or a bridge,
+/// the link into it), from its report's counter snapshots.
+fn port_links(
+    sc: &Scenario,
+    net: &Network,
+    i: usize,
+    rep: &NodeReport,
+    interval: f64,
+    links: &mut Vec<LinkResult>,
+) {
+    let n = &sc.nodes[i];
+    let snap = |m: usize, p: usize| -> PortSnap {
+        rep.snapshots
+            .get(m)
+            .and_then(|v| v.get(p))
+            .copied()
+            .unwrap_or_default()
+    };
+    for (p, iface) in net.nodes[i].ifaces.iter().enumerate() {
+        let (p0, b0, w0, rp0, rb0) = snap(0, p);
+        let (p1, b1, w1, rp1, rb1) = snap(1, p);
+        let cap = sc.links[iface.link].capacity_bps;
+        let port = rep.ports.get(p).cloned().unwrap_or_default();
+        let mut lr = LinkResult {
+            name: format!("{}->{}", n.name, sc.nodes[iface.peer].name),
+            capacity_bps: cap,
+            packets: p1 - p0,
+            bytes: b1 - b0,
+            utilization: (w1 - w0) as f64 * 8.0 / (cap as f64 * interval),
+            load_bps: (b1 - b0).saturating_sub(14 * (p1 - p0)) as f64 * 8.0 / interval,
+            scheduler: port.scheduler.clone(),
+            queued_at_end: port.queued,
+            counters: port.counters.clone(),
+            ..LinkResult::default()
         };
-        for (p, iface) in net.nodes[i].ifaces.iter().enumerate() {
-            let (p0, b0, w0, rp0, rb0) = snap(0, p);
-            let (p1, b1, w1, rp1, rb1) = snap(1, p);
-            let cap = sc.links[iface.link].capacity_bps;
-            let port = rep.ports.get(p).cloned().unwrap_or_default();
-            let mut lr = LinkResult {
-                name: format!("{}->{}", n.name, sc.nodes[iface.peer].name),
+        for (k, v) in &port.drops {
+            lr.drops += v;
+            lr.drops_by_reason.insert(k.clone(), *v);
+        }
+        if port.tx_refused > 0 {
+            lr.drops += port.tx_refused;
+            lr.drops_by_reason
+                .insert("device_tx_refused".into(), port.tx_refused);
+        }
+        links.push(lr);
+        // The far end of a link to a host (or a bridge): what this node
+        // received on it (wire bytes assume frames of at least 60 bytes).
+        if !hosted_here(sc, iface.peer) {
+            let fr = sc.links[iface.link].framing;
+            let (pk, by) = (rp1 - rp0, rb1 - rb0);
+            let wire = by + pk * (fr.fcs + fr.preamble + fr.ifg) as u64;
+            links.push(LinkResult {
+                name: format!("{}->{}", sc.nodes[iface.peer].name, n.name),
                 capacity_bps: cap,
-                packets: p1 - p0,
-                bytes: b1 - b0,
-                utilization: (w1 - w0) as f64 * 8.0 / (cap as f64 * interval),
-                load_bps: (b1 - b0).saturating_sub(14 * (p1 - p0)) as f64 * 8.0 / interval,
-                scheduler: port.scheduler.clone(),
-                queued_at_end: port.queued,
-                counters: port.counters.clone(),
+                packets: pk,
+                bytes: by,
+                utilization: wire as f64 * 8.0 / (cap as f64 * interval),
+                load_bps: by.saturating_sub(14 * pk) as f64 * 8.0 / interval,
+                scheduler: "kernel".into(),
                 ..LinkResult::default()
-            };
-            for (k, v) in &port.drops {
-                lr.drops += v;
-                lr.drops_by_reason.insert(k.clone(), *v);
-            }
-            if port.tx_refused > 0 {
-                lr.drops += port.tx_refused;
-                lr.drops_by_reason
-                    .insert("device_tx_refused".into(), port.tx_refused);
-            }
-            links.push(lr);
-            // The far end of a link to a host (or a bridge): what this node
-            // received on it (wire bytes assume frames of at least 60 bytes).
-            if !hosted_here(sc, iface.peer) {
-                let fr = sc.links[iface.link].framing;
-                let (pk, by) = (rp1 - rp0, rb1 - rb0);
-                let wire = by + pk * (fr.fcs + fr.preamble + fr.ifg) as u64;
-                links.push(LinkResult {
-                    name: format!("{}->{}", sc.nodes[iface.peer].name, n.name),
-                    capacity_bps: cap,
-                    packets: pk,
-                    bytes: by,
-                    utilization: wire as f64 * 8.0 / (cap as f64 * interval),
-                    load_bps: by.saturating_sub(14 * pk) as f64 * 8.0 / interval,
-                    scheduler: "kernel".into(),
-                    ..LinkResult::default()
-                });
-            }
+            });
         }
-        let mut counters = rep.counters.clone();
-        if let Some(d) = rep.cpu_drops {
-            counters.insert("input_queue_drops".into(), d);
-        }
-        for port in &rep.ports {
-            let rx = port.rx_counters.iter().map(|(k, v)| (k.as_str(), *v));
-            for (k, v) in rx.chain([("tx_refused", port.tx_refused), ("rx_errors", port.rx_errors)]) {
-                if v > 0 {
-                    counters.insert(format!("{}.{k}", port.name), v);
-                }
-            }
-        }
-        for pr in dr.ports.iter().filter(|pr| pr.router == n.name) {
-            let d = &pr.device;
-            for (k, v) in [
-                ("dev_rx_kernel_drops", d.rx_kernel_drops),
-                ("dev_rx_truncated", d.rx_truncated),
-                ("dev_rx_bad_slot", d.rx_bad_slot),
-                ("dev_rx_csum_partial", d.rx_csum_partial),
-                ("dev_tx_busy", d.tx_busy),
-                ("dev_tx_invalid", d.tx_invalid),
-                ("dev_tx_errors", d.tx_errors),
-            ] {
-                if v > 0 {
-                    counters.insert(format!("{}.{k}", pr.port), v);
-                }
-            }
-        }
-        nodes.push(NodeResult {
-            name: n.name.clone(),
-            counters,
-            details: rep.details.clone(),
-        });
     }
+}
+
+/// A node's counters: its own, its CPU model's drops, its ports' receive
+/// classes and device errors.
+fn node_counters(
+    n: &qosnet_scenario::model::Node,
+    rep: &NodeReport,
+    dr: &DriverReport,
+) -> BTreeMap<String, u64> {
+    let mut counters = rep.counters.clone();
+    if let Some(d) = rep.cpu_drops {
+        counters.insert("input_queue_drops".into(), d);
+    }
+    for port in &rep.ports {
+        let rx = port.rx_counters.iter().map(|(k, v)| (k.as_str(), *v));
+        for (k, v) in rx.chain([("tx_refused", port.tx_refused), ("rx_errors", port.rx_errors)]) {
+            if v > 0 {
+                counters.insert(format!("{}.{k}", port.name), v);
+            }
+        }
+    }
+    for pr in dr.ports.iter().filter(|pr| pr.router == n.name) {
+        let d = &pr.device;
+        for (k, v) in [
+            ("dev_rx_kernel_drops", d.rx_kernel_drops),
+            ("dev_rx_truncated", d.rx_truncated),
+            ("dev_rx_bad_slot", d.rx_bad_slot),
+            ("dev_rx_csum_partial", d.rx_csum_partial),
+            ("dev_tx_busy", d.tx_busy),
+            ("dev_tx_invalid", d.tx_invalid),
+            ("dev_tx_errors", d.tx_errors),
+        ] {
+            if v > 0 {
+                counters.insert(format!("{}.{k}", pr.port), v);
+            }
+        }
+    }
+    counters
+}
+
+/// Each local host's generators' counts (joined to its node's entry when
+/// its interface is a qosnet node).
+fn host_results(sc: &Scenario, layout: &LiveLayout, gens: &[Option<GenReport>], nodes: &mut Vec<NodeResult>) {
     for (i, n) in sc.nodes.iter().enumerate() {
         if !n.is_host() || !layout.spec.is_local(&n.name) {
             continue;
@@ -1722,7 +1874,11 @@ fn results(
             }),
         }
     }
-    let sink_total = sinks.iter().fold(SinkCounters::default(), |mut a, s| {
+}
+
+/// The sinks' counters, summed.
+fn sink_total(sinks: &[SinkCounters]) -> SinkCounters {
+    sinks.iter().fold(SinkCounters::default(), |mut a, s| {
         a.datagrams += s.datagrams;
         a.not_probe += s.not_probe;
         a.bad_seq += s.bad_seq;
@@ -1730,7 +1886,23 @@ fn results(
         a.no_kernel_timestamp += s.no_kernel_timestamp;
         a.outside_window += s.outside_window;
         a
-    });
+    })
+}
+
+/// `extra` of a live run's results: the TDP plan and delay spreads, the
+/// driver's and generators' lateness, the sinks, the timer noise.
+#[allow(clippy::too_many_arguments)]
+fn live_extra(
+    sc: &Scenario,
+    net: &Network,
+    layout: &LiveLayout,
+    reports: &[(usize, NodeReport)],
+    dr: &DriverReport,
+    gens: &[Option<GenReport>],
+    flows: &SinkFlows,
+    sinks: &[SinkCounters],
+    noise: Option<clock::TimerNoise>,
+) -> BTreeMap<String, serde_json::Value> {
     let mut extra = BTreeMap::new();
     if let Ok((_, Some(plan))) = tdp_setup(sc, net) {
         extra.insert("tdp_plan".to_string(), plan.summary_json(sc, net));
@@ -1757,7 +1929,7 @@ fn results(
     extra.insert("rx_lag".into(), js(&dr.rx_lag));
     extra.insert("driver".into(), js(&dr.stats));
     extra.insert("router_thread_cpu_s".into(), js(&dr.cpu_s));
-    extra.insert("sinks".into(), js(&sink_total));
+    extra.insert("sinks".into(), js(&sink_total(sinks)));
     let gl: BTreeMap<String, LatenessSummary> = sc
         .flows
         .iter()
@@ -1775,27 +1947,7 @@ fn results(
     if !layout.splits.is_empty() {
         extra.insert("split_hosts".into(), js(&layout.splits));
     }
-    let events = dr.stats.rx_frames + dr.stats.tx_frames;
-    Results {
-        scenario: sc.name.clone(),
-        source: sc.source.clone(),
-        mode: "live".into(),
-        seed: sc.seed,
-        duration_s: sc.duration.as_secs_f64(),
-        warmup_s: sc.warmup.as_secs_f64(),
-        flows: flow_results,
-        links,
-        nodes,
-        engine: EngineResult {
-            events,
-            wall_s: dr.wall_s,
-            sim_s: sc.duration.as_secs_f64(),
-            events_per_wall_s: events as f64 / dr.wall_s.max(1e-9),
-            sim_s_per_wall_s: 1.0,
-            peak_event_queue: 0,
-        },
-        extra,
-    }
+    extra
 }
 
 /// `extra.placement` of one machine's results: the machine, its nodes, its
