@@ -535,12 +535,8 @@ fn rether_crash_of_the_token_holder_live() {
     let last = *seqs.last().unwrap();
     let sent: u64 = pout
         .lines()
-        .find_map(|l| {
-            l.split(" packets transmitted")
-                .next()
-                .filter(|_| l.contains(" packets transmitted"))
-        })
-        .and_then(|n| n.trim().parse().ok())
+        .find(|l| l.contains(" packets transmitted"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no 'packets transmitted' in ping's output: {pout}"));
     // ping -W 1 gives up on the last second's requests at -w's end.
     assert!(
