@@ -336,7 +336,7 @@ fn in_ns(ns: &str, cmd: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// A RETHER segment live (issue 8): `qosnet lab run` of
+/// A RETHER segment live: `qosnet lab run` of
 /// scenarios/rether/live.toml starts one `qosnet node` per station, each
 /// in its namespace with its host's IP stack on a TAP. While s1's RT
 /// session holds the segment in RETHER mode, ordinary `ping` and `iperf3`
@@ -480,7 +480,7 @@ fn rether_segment_carries_ping_and_tcp_live() {
         .all(|n| !n.starts_with(&format!("{prefix}-"))));
 }
 
-/// A real station failure (issue 8, §2.4): `kill -9` of station s3's
+/// A real station failure (RETHER §2.4): `kill -9` of station s3's
 /// process while s1's RT session holds the segment in RETHER mode. The
 /// survivors must notice — s3's predecessor declares it dead after its
 /// token retransmissions, or, had it died holding the token, a survivor

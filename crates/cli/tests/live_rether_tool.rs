@@ -1,4 +1,4 @@
-//! `qosnet rether` on a live RETHER lab (issue 8), as root (ignored
+//! `qosnet rether` on a live RETHER lab, as root (ignored
 //! otherwise): a session opened from the command line is
 //! admitted, carries a stream in order while iperf3 loads the NRT side,
 //! gets its reservation in every cycle the machine did not stall, and

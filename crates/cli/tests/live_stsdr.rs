@@ -301,7 +301,7 @@ fn stsdr_live_master_kill_elects() {
     // With the master gone no DS cycle runs until the election ends, so
     // the balancers may declare all three forwarders down (fe_down 3),
     // and the flows fe1 carried lose up to ~0.9 s of the 2.5 s window
-    // (a CI run on 2026-11-24: 103 flows lost packets, 84.7 % of theirs
+    // (one CI run: 103 flows lost packets, 84.7 % of theirs
     // delivered, the unluckiest 27 of 48, 56 %). Per flow the floor is
     // what is left after such an outage; together, what shows they came
     // back (40 % if they had not).

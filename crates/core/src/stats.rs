@@ -6,7 +6,7 @@
 //! are stored, as a sorted list. A flow of constant delay costs one bucket,
 //! a jittery one a few hundred; a dense histogram covering 1 ns to 100 s
 //! cost 227 KB per flow whatever it held, which made 100 000 simulated
-//! flows need 23 GB (issue 10).
+//! flows need 23 GB.
 //!
 //! Quantiles are read as an HDR histogram reads them (the highest value of
 //! the bucket holding the rank), then clamped to the exact minimum and

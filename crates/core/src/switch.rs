@@ -404,7 +404,7 @@ struct VidSet([u64; 64]);
 impl VidSet {
     /// The VLANs `mode` is a member of (`VlanMode::is_member`). Set from
     /// the listed VIDs, not by asking `is_member` of all 4094: building a
-    /// switch is on every fuzz input's path (issue 10), and the scan cost
+    /// switch is on every fuzz input's path, and the scan cost
     /// 4094 x allowed-list comparisons per port.
     fn of(mode: &VlanMode) -> Self {
         let mut s = VidSet([0; 64]);

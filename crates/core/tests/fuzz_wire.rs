@@ -1,4 +1,4 @@
-//! In-process fuzzing of qosnet's frame parsers (issue 10): Ethernet/IPv4/
+//! In-process fuzzing of qosnet's frame parsers: Ethernet/IPv4/
 //! UDP views, VLAN tags, measurement probes, RETHER frames
 //! (`rether::wire`) and STSDR DS frames (`stsdr::wire`). Inputs are random
 //! bytes with the EtherType forced to the parser's own (so the fuzzer gets

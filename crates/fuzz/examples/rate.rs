@@ -1,7 +1,7 @@
 //! Measures one fuzz target's cost per input outside AFL: replays every
 //! file of the given directories through the target for a number of rounds
 //! and prints inputs/s overall and the slowest inputs. Used to profile the
-//! harnesses (issue 10); `perf record` on it shows where one input goes.
+//! harnesses; `perf record` on it shows where one input goes.
 //!
 //!   cargo run --release -p qosnet-fuzz --example rate -- TARGET ROUNDS DIR...
 use std::io::Write;

@@ -1,8 +1,8 @@
-//! qosnet's fuzz targets (issue 10): the entry points that untrusted bytes
+//! qosnet's fuzz targets: the entry points that untrusted bytes
 //! reach — frames off the wire into every parser and every node kind,
 //! scenario files and `--set` arguments into the loader, and the other
 //! files users hand qosnet (sweep manifests, placement files, node
-//! configs; issue 26) — each as a function from bytes that panics only
+//! configs) — each as a function from bytes that panics only
 //! when qosnet is wrong.
 //!
 //! Two drivers call them:
@@ -23,7 +23,7 @@
 //! for at most 50 ms of virtual time, 64 timer steps and 100 000
 //! transmissions.
 //!
-//! Speed (issue 10 asks 10 M inputs per target): an input pays only for
+//! Speed (the aim is 10 M inputs per target in a CI-sized run): an input pays only for
 //! work about that input. What does not depend on it is built once,
 //! before AFL's fork server starts ([`warm_up`]): the `node` target's
 //! shipped scenarios and node index, the `set` target's parsed file

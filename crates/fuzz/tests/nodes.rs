@@ -1,4 +1,4 @@
-//! Structured, in-process fuzzing of the router input path (issue 10):
+//! Structured, in-process fuzzing of the router input path:
 //! every node the `node` fuzz target feeds (TDP routers with their CTR and
 //! plan, DiffServ edge and core routers, taprio, HTB, FIFO, switches,
 //! CSMA/CD stations, RETHER stations, STSDR balancers and forwarders) gets

@@ -1,5 +1,5 @@
 //! Which [`Device`] each port of a live node gets: AF_PACKET
-//! ([`crate::afpacket`], the default) or AF_XDP ([`crate::xdp`], issue 11),
+//! ([`crate::afpacket`], the default) or AF_XDP ([`crate::xdp`]),
 //! chosen per port and falling back to AF_PACKET, with the reason printed,
 //! when the kernel or the interface cannot do AF_XDP.
 //!

@@ -1,6 +1,6 @@
 //! AF_XDP ports: a [`Device`] on an XDP socket (Linux ≥ 5.4; kernel docs
 //! `networking/af_xdp.rst`), the faster alternative to
-//! [`crate::afpacket`] that issue 11 asks for.
+//! [`crate::afpacket`] for ports that need more packets per second.
 //!
 //! An XDP socket receives the frames that an XDP program on its interface
 //! redirects to it, and sends frames it writes into shared memory:

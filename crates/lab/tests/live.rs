@@ -143,7 +143,7 @@ fn ping_through_a_qosnet_router_and_to_it() {
     );
     // R knows both hosts: from its own start-up requests, or from theirs
     // (RFC 826 merges a request's sender), whichever came first. A CI run
-    // (2026-11-24) had h1's request reach R before R's own first timeout,
+    // once had h1's request reach R before R's own first timeout,
     // so R resolved only h2.
     for (port, host) in [(0, "10.0.0.1"), (1, "10.0.1.2")] {
         assert!(
@@ -877,7 +877,7 @@ fn tdp_testbed_live_fifo_and_tdp() {
             );
         }
         // Half, not all: the hosts' kernel UDP senders are late by up to
-        // milliseconds here (issue 11) and a late packet loses its TF for
+        // milliseconds on a shared VM and a late packet loses its TF for
         // good; a run here delivered 86.5 % with the router at most
         // 0.49 ms late. Far below half means the router itself is broken —
         // unless the router thread was more than a TF late for 0.1 % of

@@ -1,7 +1,7 @@
 //! The control socket of a live RETHER station: the session interface of
 //! the paper's §3.1 (`retherOpenRTsession`, `retherAdmit`, `retherSend`,
 //! `retherRecv`, `retherCloseRTsession`) for applications outside the
-//! station process — `qosnet rether` (issue 8).
+//! station process — `qosnet rether`.
 //!
 //! Each station process (`qosnet node` with `control = "PATH"`, which
 //! labs set to `NODE.ctl` in their run directory) listens on a Unix-domain

@@ -186,7 +186,7 @@ fn shipped(rel: &str) -> String {
 
 /// Each row: a scenario, the text of the line the error must name, and
 /// a part of the message. Every row once passed `check` and was refused
-/// (or misbehaved) only in `sim` (issue 26).
+/// (or misbehaved) only in `sim`.
 fn bad_rows() -> Vec<(&'static str, String, &'static str, &'static str)> {
     vec![
         (

@@ -216,8 +216,8 @@ fn set_overrides() {
 }
 
 /// An override that creates a table the format does not have is reported
-/// at the `--set` argument, not at a line past the end of the file (issue
-/// 10: `line.toml:47:2` of a 45-line file).
+/// at the `--set` argument, not at a line past the end of the file (it once
+/// said `line.toml:47:2` of a 45-line file).
 #[test]
 fn set_errors_name_the_argument_not_a_line_past_the_file() {
     for set in ["a.b.c.d=[", "bogus.key=1", "scenario.nope.x=2"] {
@@ -854,7 +854,7 @@ fn set_errors_name_the_argument() {
 /// (the file's warm-up against a duration set on the command line; a
 /// flow sent by --set to a node that cannot take it), names the `--set`
 /// argument that caused it, and keeps the file's place in the message
-/// (issue 26: it named only the file's line).
+/// (it once named only the file's line).
 #[test]
 fn errors_caused_by_a_set_name_it() {
     let t = BASE.replace("duration = \"1s\"", "duration = \"1s\"\nwarmup = \"200ms\"");

@@ -1,4 +1,4 @@
-//! In-process fuzzing of scenario loading and `--set` parsing (issue 10).
+//! In-process fuzzing of scenario loading and `--set` parsing.
 //! Seeds are the shipped scenarios and the committed corpus of bad files
 //! (`tests/corpus/`); inputs are their texts mutated line- and byte-wise
 //! (lines dropped, repeated or taken from another file; bytes replaced;

@@ -143,7 +143,7 @@ fn station_timing_the_simulator_refuses_is_refused_at_load() {
     assert!(e.line > 0 && e.msg.contains("one maximum-size NRT visit"), "{e}");
     // Without t_nrt the stations derive one (eq. 6, at least one NRT
     // visit): a TRT too short for it was accepted and the simulator then
-    // refused every station (the scenario fuzzer's find, 2026-11-24).
+    // refused every station (a find of the scenario fuzzer).
     let text = format!("{BASE}\n[rether]\ntrt = \"650us\"\n");
     let e = err(&text);
     let trt_line = text.lines().position(|l| l.starts_with("trt =")).unwrap() + 1;

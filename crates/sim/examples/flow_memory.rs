@@ -1,4 +1,4 @@
-//! Memory per simulated flow (issue 10): heap bytes a simulation of K
+//! Memory per simulated flow: heap bytes a simulation of K
 //! flows holds at its peak (load, build, run, results), per flow, for K =
 //! 1 000, 10 000, 100 000, with the ratio between sizes (a 10x larger
 //! scenario should cost about 10x) and the time to load and to run.

@@ -727,7 +727,7 @@ impl Sim {
             // An idle zero-time CPU stage: the frame's processing ends
             // as it arrives, so the node gets it in this event rather
             // than in a CpuDone queued behind every other event of this
-            // nanosecond (issue 11: a fifth of all events on the ICC 2006
+            // nanosecond (a fifth of all events on the ICC 2006
             // testbed with processing 0). The frame thus reaches the node
             // before the same-nanosecond events scheduled after its
             // arrival: a different order of simultaneous events, as valid

@@ -1,6 +1,6 @@
 //! RETHER (seed 002) in the whole simulator: stations on a CSMA/CD
 //! segment, sessions from scenario flows, failures injected through
-//! `[[rether.fault]]`. Acceptance of issue 8 at sim level: every admitted
+//! `[[rether.fault]]`. At sim level: every admitted
 //! session gets its reservation every TRT, admission never overbooks, and
 //! after any single failure one token remains (no RT visit ever comes
 //! sooner than one TRT after the last, which a second token would cause).

@@ -1,5 +1,5 @@
 //! `qosnet rether`: real-time sessions on the stations of a running
-//! RETHER lab (issue 8; the paper's §3.1 interface from the command line):
+//! RETHER lab (the paper's §3.1 interface from the command line):
 //! open a session with a reservation and see admission decided (eq. 3's
 //! figures on refusal), push a stream into it, receive it with a
 //! per-unit sequence and reassembly report, watch the bytes each token

@@ -17,9 +17,7 @@
 //! rules are compiled to masks and ranges once, in [`MfClassifier::new`].
 //!
 //! Configuration mistakes that can be detected statically are refused,
-//! naming the rules involved (issue 4's acceptance: "overlapping or
-//! contradictory rules … refused with a clear message naming the rule"):
-//! a rule that an earlier rule covers entirely can never match
+//! naming the rules involved: a rule that an earlier rule covers entirely can never match
 //! (*shadowed*), and two rules with identical matches but different
 //! profiles are *contradictory*. Partial overlaps are legal — "this host's
 //! video first, then the rest of its subnet" is the normal way to write

@@ -266,7 +266,7 @@ impl StationConfig {
     /// then the acknowledgement. Declared dead sooner, such a station's
     /// late CSMA frame, acknowledgement and join fell into the first
     /// token cycles and delayed an admitted session's visit by 0.7 ms (a
-    /// property test found it, 2026-11-24).
+    /// property test found it).
     pub fn last_switch_wait(&self) -> Duration {
         self.switch_ack_timeout
             .max(self.timing.nic_hold_max() + self.ack_margin)

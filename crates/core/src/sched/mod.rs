@@ -190,8 +190,8 @@ pub trait Scheduler: Send {
     /// Whether the discipline reads `meta.flow`, the 5-tuple hash a router
     /// computes for every frame it forwards (per-flow queueing). A router
     /// none of whose ports' disciplines reads it skips the hash: on the
-    /// ICC 2006 FIFO testbed it was a twentieth of a forwarded frame's cost
-    /// (issue 11). True unless a discipline promises otherwise.
+    /// ICC 2006 FIFO testbed it was a twentieth of a forwarded frame's cost.
+    /// True unless a discipline promises otherwise.
     fn uses_flow_id(&self) -> bool {
         true
     }

@@ -459,7 +459,7 @@ fn blame_sets(
 /// A scenario file parsed once (as a TOML document), to be loaded with
 /// many `--set` lists: [`SetBase::load`] is `load_str(file, text, sets)`
 /// without parsing the file again for each list. The `set` fuzz target
-/// (issue 10) loads one shipped scenario with every input.
+/// loads one shipped scenario with every input.
 pub struct SetBase<'a> {
     file: String,
     text: &'a str,
