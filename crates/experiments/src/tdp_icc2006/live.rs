@@ -10,12 +10,13 @@ use anyhow::{anyhow, Result};
 use qosnet_lab::labrun::{self, LiveOptions, TrafficSource};
 use qosnet_scenario::results::Results;
 
-use super::{paper_jitter, SCENARIOS, TABLES};
+use super::{paper_jitter, verdicts, SCENARIOS, TABLES};
 use crate::report::{self, fmt_ns, lateness_line};
 use crate::run;
-use crate::RunOptions;
+use crate::{RunOptions, Verdicts};
 
-pub(super) fn run(o: &RunOptions) -> Result<()> {
+pub(super) fn run(o: &RunOptions) -> Result<Verdicts> {
+    let mut v = Verdicts::default();
     run::need_root("qosnet reproduce tdp --live")?;
     let sets = o.overrides.sets();
     let stop = run::signals()?;
@@ -47,9 +48,10 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             let d = report::run_dirs(dir, used.iter().map(|s| s.as_str()));
             report::write_outputs(&d[d.len() - 1], &live.results, &live.buckets)?;
         }
-        runs.push((paper, sim, live.results));
+        let tf = sc.tdp.as_ref().map_or(0, |t| t.tf.as_nanos());
+        runs.push((paper, sim, live.results, tf));
     }
-    for (title, fi, ti, _) in TABLES {
+    for (title, artefact, fi, ti, _) in TABLES {
         let (fifo, tdp) = (&runs[fi], &runs[ti]);
         outln!("\n{title} ({} s per run)", tdp.2.duration_s);
         outln!(
@@ -155,7 +157,28 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             "live TDP:  {}",
             lateness_line(&tdp.2).replace('\n', "\n           ")
         );
+        let mut t = Verdicts::default();
+        verdicts::table(
+            &mut t,
+            &verdicts::TableRun {
+                artefact,
+                paper_fifo: &fifo.0,
+                paper_tdp: &tdp.0,
+                fifo: &fifo.2,
+                tdp: &tdp.2,
+                tf_ns: tdp.3,
+            },
+        );
+        let why = too_noisy(&tdp.2, tdp.3);
+        for r in &mut t.rows {
+            r.untestable_if(why.clone());
+        }
+        v.extend(t);
     }
+    v.note(
+        "live rows are UNTESTABLE when the router thread or the tester ran a deadline later than one TF: \
+         a packet then misses its reserved TF whatever the scheduler does",
+    );
     outln!(
         "\nlive traffic: `tester` is qosnet's tester thread (exact send times on the CTR, kernel receive timestamps;\n\
          `--traffic kernel` for the hosts' UDP generators); 2TF = share of packets in the best window of 2 time frames."
@@ -164,5 +187,33 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         "live runs emulate the scenarios' router processing time (uniform 2-20 us per packet, as the simulator\n\
          models the paper's PCs) and 100 Mb/s store-and-forward wires on veth; jitter = max - min one-way delay."
     );
-    Ok(())
+    Ok(v)
+}
+
+/// Why a live TDP run cannot test the paper's claims: its router thread
+/// or its tester was late by more than one TF at some deadline (measured
+/// in the run), or `None`.
+fn too_noisy(r: &Results, tf_ns: u64) -> Option<String> {
+    let router = r
+        .extra
+        .get("timer_lateness")
+        .and_then(|v| v.get("max_ns"))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    let tester = r
+        .extra
+        .get("tester")
+        .and_then(|t| t.get("send_lateness"))
+        .and_then(|v| v.get("max_ns"))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    let worst = router.max(tester);
+    (worst > tf_ns as f64).then(|| {
+        format!(
+            "router late by up to {}, tester by up to {} (one TF is {})",
+            fmt_ns(router),
+            fmt_ns(tester),
+            fmt_ns(tf_ns as f64)
+        )
+    })
 }

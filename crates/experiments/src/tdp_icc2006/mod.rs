@@ -6,6 +6,7 @@
 
 mod live;
 mod sim;
+mod verdicts;
 
 use crate::{Embedded, Experiment};
 
@@ -22,23 +23,24 @@ pub static EXPERIMENT: Experiment = Experiment {
     names: &["tdp-icc2006", "tdp"],
     description: "TDP router, ICC 2006 (seeds 000/001): Tables I and II, FIFO vs TDP jitter, link loads",
     scenarios: SCENARIOS,
-    // Until this experiment computes its verdicts (crate::verdict).
-    sim: |o| sim::run(o).map(|()| crate::Verdicts::default()),
-    live: Some(|o| live::run(o).map(|()| crate::Verdicts::default())),
+    sim: sim::run,
+    live: Some(live::run),
     stall: true,
 };
 
-/// The tables: title, the FIFO and the TDP scenario (indices into
-/// [`SCENARIOS`]), packet size.
-const TABLES: [(&str, usize, usize, u32); 2] = [
+/// The tables: title, artefact, the FIFO and the TDP scenario (indices
+/// into [`SCENARIOS`]), packet size.
+const TABLES: [(&str, &str, usize, usize, u32); 2] = [
     (
         "Table I: end-to-end delay jitter, 1002-byte IP packets",
+        "Table I",
         0,
         1,
         1002,
     ),
     (
         "Table II: end-to-end delay jitter, 482-byte IP packets",
+        "Table II",
         2,
         3,
         482,

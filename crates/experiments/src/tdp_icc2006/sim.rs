@@ -6,12 +6,13 @@
 use anyhow::{anyhow, Result};
 use qosnet_scenario::{Paper, PaperCell};
 
-use super::{paper_jitter, SCENARIOS, TABLES};
+use super::{paper_jitter, verdicts, SCENARIOS, TABLES};
 use crate::report::{self, fmt_ns};
 use crate::run::{self, Job, SimRun};
-use crate::RunOptions;
+use crate::{RunOptions, Verdicts};
 
-pub(super) fn run(o: &RunOptions) -> Result<()> {
+pub(super) fn run(o: &RunOptions) -> Result<Verdicts> {
+    let mut v = Verdicts::default();
     let sets = o.overrides.sets();
     eprintln!(
         "running {} simulations of the ICC 2006 TDP testbed...",
@@ -22,7 +23,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         .map(|e| Box::new(|| run::sim_stalled(e, &sets, o.stall)) as Job<SimRun>)
         .collect();
     let runs = run::parallel(jobs)?;
-    for (table, fi, ti, size) in TABLES {
+    for (table, artefact, fi, ti, size) in TABLES {
         let (fifo, tdp) = (&runs[fi], &runs[ti]);
         let (pf, pt) = (paper_jitter(&fifo.scenario), paper_jitter(&tdp.scenario));
         outln!(
@@ -102,6 +103,20 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         };
         outln!("  ring:   {}", show(&ring));
         outln!("  chords: {}", show(&chords));
+        verdicts::table(
+            &mut v,
+            &verdicts::TableRun {
+                artefact,
+                paper_fifo: &pf,
+                paper_tdp: &pt,
+                fifo: &fifo.results,
+                tdp: &tdp.results,
+                tf_ns: tf.as_nanos(),
+            },
+        );
+        if o.stall.is_some() {
+            v.note("the routers were stalled on purpose (--stall): the paper's claims are for routers that keep time");
+        }
     }
     if let Some(dir) = &o.out {
         let dirs = report::run_dirs(dir, runs.iter().map(|r| r.results.scenario.as_str()));
@@ -110,7 +125,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         }
         outln!("\nwrote results under {}", dir.display());
     }
-    Ok(())
+    Ok(v)
 }
 
 /// §IV-B's link loads from the scenario's `[paper]` table `link-loads`
