@@ -17,7 +17,7 @@ use qosnet_core::sched::{Fifo, Scheduler};
 use qosnet_core::stsdr::wire::Vlan;
 use qosnet_core::stsdr::{Balancer, BalancerConfig, Forwarder, ForwarderConfig, Liveness, OutLink};
 use qosnet_core::switch::{Switch, SwitchConfig, SwitchPortConfig, VlanMode};
-use qosnet_core::tdp::{Ctr, EdgeShaper, PaddingSpec, StampMode, TdpWheel};
+use qosnet_core::tdp::{Ctr, EdgeShaper, PaddingSpec, StampMode, TdpWheel, TfLag};
 use qosnet_core::wire::IPPROTO_UDP;
 use qosnet_core::{Duration, Framing, Instant};
 
@@ -594,7 +594,28 @@ pub fn build_router(
     let mut r = Router::new(node.name.clone());
     let tdp_here = is_tdp(sc, i) && ctr.is_some();
     let d_max = plan.map(|p| p.d_max[i]).unwrap_or(spec.tdp_delay);
-    for f in &nn.ifaces {
+    // Where routers begin TFs late by varying amounts, a peer may send in
+    // a TF this router has not begun yet: one more queue holds that TF's
+    // packets instead of refusing them as too early.
+    let lagged = sc.nodes.iter().any(|n| {
+        n.router()
+            .is_some_and(|r| r.tf_irq_latency.is_some() || r.tf_port_service > Duration::ZERO)
+    });
+    let d_max = d_max + lagged as u32;
+    // The router's own view of the CTR, late by its interrupt service,
+    // and each interface's, later by its place in the sequential service.
+    let lag = |k: u64| {
+        spec.tf_irq_latency.map(|dist| TfLag {
+            seed: sc.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            dist,
+            extra: Duration(spec.tf_port_service.0.saturating_mul(k)),
+        })
+    };
+    let router_ctr = ctr.map(|c| c.with_lag(lag(0)));
+    let port_ctrs: Vec<Option<Ctr>> = (0..nn.ifaces.len() as u64)
+        .map(|k| ctr.map(|c| c.with_lag(lag(k))))
+        .collect();
+    for (k, f) in nn.ifaces.iter().enumerate() {
         let link = &sc.links[f.link];
         let tdp_peer = tdp_here && is_tdp(sc, f.peer);
         let padding = (tdp_peer && sc.tdp.as_ref().is_some_and(|t| t.padding)).then_some(PaddingSpec {
@@ -604,7 +625,7 @@ pub fn build_router(
             dst_ip: f.peer_ip,
         });
         let tdp_arg = if tdp_here {
-            ctr.map(|c| TdpPort {
+            port_ctrs[k].as_ref().map(|c| TdpPort {
                 ctr: c,
                 d_max,
                 tdp_peer,
@@ -675,7 +696,7 @@ pub fn build_router(
     if let Some(c) = crate::dsbuild::classifier(sc, net, i)? {
         r.set_classifier(Box::new(c));
     }
-    if let (true, Some(ctr), Some(plan)) = (tdp_here, ctr, plan) {
+    if let (true, Some(ctr), Some(plan)) = (tdp_here, router_ctr.as_ref(), plan) {
         let t = sc.tdp.as_ref().ok_or("tdp section missing")?;
         let mut shaper = EdgeShaper::new(*ctr, t.shaper_queue);
         shaper.set_max_hold(t.shaper_max_hold);

@@ -388,6 +388,12 @@ pub struct RouterSpec {
     pub queue_bytes: usize,
     pub input_queue: usize,
     pub tdp_delay: u32,
+    /// A TDP router's interrupt-service latency per TF (`tf_irq_latency`,
+    /// `qosnet_core::tdp::TfLag`); `None`: TFs begin on the reference.
+    pub tf_irq_latency: Option<ProcDist>,
+    /// Per interface, the time the router takes before it starts the next
+    /// interface's TF (`tf_port_service`): port k begins k times later.
+    pub tf_port_service: Duration,
     pub clock_offset_ns: i64,
     pub clock_drift_ppm: f64,
 }

@@ -324,6 +324,11 @@ pub struct RouterOpts {
     pub input_queue: Option<S<i64>>,
     /// TDP forwarding delay in TFs (immediate forwarding).
     pub tdp_delay: Option<S<i64>>,
+    /// How late a TDP router serves each TF's interrupt.
+    pub tf_irq_latency: Option<S<Processing>>,
+    /// The time a TDP router takes per interface when it starts a TF's
+    /// transmissions one interface after another.
+    pub tf_port_service: Option<S<String>>,
     pub clock_offset: Option<S<String>>,
     pub clock_drift_ppm: Option<S<f64>>,
 }
@@ -414,6 +419,8 @@ pub struct Node {
     pub queue_bytes: Option<S<i64>>,
     pub input_queue: Option<S<i64>>,
     pub tdp_delay: Option<S<i64>>,
+    pub tf_irq_latency: Option<S<Processing>>,
+    pub tf_port_service: Option<S<String>>,
     pub clock_offset: Option<S<String>>,
     pub clock_drift_ppm: Option<S<f64>>,
     /// Settings of a `kind = "switch"` node.
@@ -465,6 +472,8 @@ impl Node {
             queue_bytes: self.queue_bytes.clone().or(d.queue_bytes.clone()),
             input_queue: self.input_queue.clone().or(d.input_queue.clone()),
             tdp_delay: self.tdp_delay.clone().or(d.tdp_delay.clone()),
+            tf_irq_latency: self.tf_irq_latency.clone().or(d.tf_irq_latency.clone()),
+            tf_port_service: self.tf_port_service.clone().or(d.tf_port_service.clone()),
             clock_offset: self.clock_offset.clone().or(d.clock_offset.clone()),
             clock_drift_ppm: self.clock_drift_ppm.clone().or(d.clock_drift_ppm.clone()),
         }

@@ -1080,3 +1080,40 @@ fn bad_stall_faults() {
         "`count` does not apply to kind = \"stall\"",
     );
 }
+
+#[test]
+fn tf_interrupt_keys_take_a_distribution() {
+    let r1 = |k: &str| BASE.replacen("kind = \"router\"", &format!("kind = \"router\"\n{k}"), 1);
+    // A FIFO router has no TF interrupt: the keys wait unused, as
+    // `tdp_delay` does, so `--set node.R*.scheduler=fifo` on a TDP
+    // scenario runs.
+    load_str(
+        "x.toml",
+        &r1("tf_irq_latency = \"10us\"\ntf_port_service = \"1us\""),
+        &[],
+    )
+    .unwrap();
+    check(
+        &r1("tf_port_service = \"10s\""),
+        "tf_port_service",
+        "longer than 1s",
+    );
+    check(
+        &r1("tf_irq_latency = { dist = \"uniform\", min = \"9us\", max = \"2us\" }"),
+        "tf_irq_latency",
+        "tf_irq_latency min is above max",
+    );
+    check(
+        &r1("tf_irq_latency = { dist = \"normal\", mean = \"9us\" }"),
+        "tf_irq_latency",
+        "unknown tf_irq_latency distribution `normal`",
+    );
+    check(
+        &r1("tf_irq_latency = { dist = \"exp\" }"),
+        "tf_irq_latency",
+        "needs `mean`",
+    );
+    // On a host they are router keys like any other.
+    let h = BASE.replacen("kind = \"host\"", "kind = \"host\"\ntf_port_service = \"1us\"", 1);
+    assert!(err(&h).msg.contains("tf_port_service"), "{}", err(&h));
+}

@@ -7,7 +7,18 @@
 //! `tf = now / T_f` counted from the driver's epoch, so every router that
 //! shares the epoch (the simulator's zero, or the start of a UTC second in
 //! live mode) agrees on them without exchanging anything.
+//!
+//! A router sees each TF begin when it serves the CTR's interrupt, not at
+//! the instant the GPS card raised it: the testbed's kernel kept the TF
+//! and TC numbers in two variables the interrupt handler updated (§III-A),
+//! and then served its interfaces one after another, so each link's
+//! transmission began later by a varying amount (§III-D: interrupt
+//! servicing and bus acquisition). [`Ctr::with_lag`] models that: TF `n`
+//! begins at `n·T_f + lag(n)`, the lag drawn per TF from a distribution
+//! by a hash of the TF number, so a simulation replays bit for bit and
+//! every user of one router's CTR sees the same TF boundaries.
 
+use crate::node::cpu::{Draw, ProcDist};
 use crate::time::{Duration, Instant};
 
 /// DS bits set in every TDP packet (paper §III-B): marks the packet as TDP.
@@ -23,11 +34,50 @@ const TDP_MARK_MASK: u8 = 0xcf;
 ///
 /// Paper numbers: Fig. 1 uses `T_f` = 250 µs, 100 TFs/TC, 40 TCs/SC; the
 /// testbed (§IV-A) uses 250 µs and 60 TFs/TC.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ctr {
     tf: Duration,
     tfs_per_tc: u32,
     tcs_per_sc: u32,
+    lag: Option<TfLag>,
+}
+
+/// How late a router begins each TF (module docs): `extra` plus a draw of
+/// `dist`, at most one TF less a nanosecond, so TFs stay in order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TfLag {
+    /// Which router: routers draw their lags independently.
+    pub seed: u64,
+    /// The interrupt-service latency of one TF.
+    pub dist: ProcDist,
+    /// A fixed part: this interface's place in the sequential service of
+    /// the router's interfaces.
+    pub extra: Duration,
+}
+
+/// A few draws from one TF's hash (SplitMix64, Steele et al. 2014).
+struct TfDraw(u64);
+
+impl TfDraw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+impl Draw for TfDraw {
+    fn uniform_u64(&mut self, lo: u64, hi: u64) -> u64 {
+        match (hi - lo).checked_add(1) {
+            Some(n) => lo + self.next() % n,
+            None => self.next(),
+        }
+    }
+    fn unit_f64(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
 }
 
 impl Ctr {
@@ -47,7 +97,30 @@ impl Ctr {
             tf,
             tfs_per_tc,
             tcs_per_sc,
+            lag: None,
         })
+    }
+
+    /// This CTR as a router serving its interrupt late by `lag` sees it
+    /// (module docs); `None`: TFs begin exactly on the reference.
+    pub fn with_lag(mut self, lag: Option<TfLag>) -> Ctr {
+        self.lag = lag;
+        self
+    }
+
+    /// The lag this CTR was given, if any.
+    pub fn lag(&self) -> Option<&TfLag> {
+        self.lag.as_ref()
+    }
+
+    /// How late TF `tf` begins on this CTR.
+    pub fn lag_of(&self, tf: u64) -> Duration {
+        let Some(l) = self.lag else {
+            return Duration::ZERO;
+        };
+        let mut d = TfDraw(l.seed ^ tf.wrapping_mul(0xd1b5_4a32_d192_ed03));
+        let x = l.extra.0.saturating_add(l.dist.sample(&mut d).0);
+        Duration(x.min(self.tf.0 - 1))
     }
 
     /// Length of one TF (`T_f`).
@@ -69,11 +142,17 @@ impl Ctr {
 
     /// Absolute TF number containing `now`.
     pub fn tf_at(&self, now: Instant) -> u64 {
-        now.0 / self.tf.0
+        let t = now.0 / self.tf.0;
+        if t > 0 && now < self.tf_start(t) {
+            t - 1
+        } else {
+            t
+        }
     }
     /// When absolute TF `tf` begins (saturates at [`Instant::MAX`]).
     pub fn tf_start(&self, tf: u64) -> Instant {
-        Instant(tf.saturating_mul(self.tf.0))
+        let at = tf.saturating_mul(self.tf.0);
+        Instant(at.saturating_add(self.lag_of(tf).0))
     }
     /// When absolute TF `tf` ends, i.e. the start of `tf + 1`.
     pub fn tf_end(&self, tf: u64) -> Instant {
@@ -173,6 +252,42 @@ mod tests {
         for tos in [0x00, 0x0d, 0x0e, 0x08, 0x04, 0xb8, 0x4c, 0x8c] {
             assert!(!is_tdp_tos(tos), "{tos:#x}");
         }
+    }
+
+    #[test]
+    fn a_lagged_ctr_begins_each_tf_late_by_its_own_draw() {
+        let lag = TfLag {
+            seed: 7,
+            dist: ProcDist::Uniform(Duration::from_micros(10), Duration::from_micros(50)),
+            extra: Duration::from_micros(5),
+        };
+        let c = testbed().with_lag(Some(lag));
+        let mut seen = std::collections::BTreeSet::new();
+        for tf in 1..2000u64 {
+            let l = c.lag_of(tf);
+            assert!((15_000..=55_000).contains(&l.0), "{l:?}");
+            seen.insert(l.0 / 10_000);
+            let start = c.tf_start(tf);
+            assert_eq!(start, Instant(tf * 250_000 + l.0));
+            // The TF begins at its lagged start, not before; the one
+            // before lasts until then.
+            assert_eq!(c.tf_at(start), tf);
+            assert_eq!(c.tf_at(Instant(start.0 - 1)), tf - 1);
+            assert_eq!(c.tf_end(tf - 1), start);
+        }
+        // Draws spread over the range and replay: the same seed, the same
+        // lags; another router's seed, others.
+        assert!(seen.len() >= 4, "{seen:?}");
+        assert_eq!(c.lag_of(123), testbed().with_lag(Some(lag)).lag_of(123));
+        let other = testbed().with_lag(Some(TfLag { seed: 8, ..lag }));
+        assert!((0..50).any(|tf| other.lag_of(tf) != c.lag_of(tf)));
+        // A lag is capped below one TF, so TFs keep their order.
+        let huge = TfLag {
+            dist: ProcDist::Fixed(Duration::from_millis(1)),
+            ..lag
+        };
+        assert_eq!(testbed().with_lag(Some(huge)).lag_of(3), Duration(249_999));
+        assert_eq!(testbed().lag_of(3), Duration::ZERO);
     }
 
     #[test]

@@ -51,7 +51,7 @@ mod wheel;
 /// The 5-tuple, at home in [`crate::flow`]; re-exported here because the
 /// edge shaper and per-flow forwarding delays are keyed by it.
 pub use crate::flow::FlowKey;
-pub use ctr::{is_tdp_tos, stamp_bits, Ctr, TDP_MARK, TDP_TC_BIT, TDP_TF_BIT};
+pub use ctr::{is_tdp_tos, stamp_bits, Ctr, TfLag, TDP_MARK, TDP_TC_BIT, TDP_TF_BIT};
 pub use plan::{plan, FlowPlan, Overbooked, Plan, PlanError, PlanFlow, PlanLink, Reservations};
 pub use shaper::{EdgeShaper, ShapeOutcome, ShaperStats};
 pub use stamp::{StampDecoder, StampStats};

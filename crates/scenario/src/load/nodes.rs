@@ -20,6 +20,8 @@ fn router_only_key(o: &raw::RouterOpts) -> Option<(&'static str, Range<usize>)> 
         ("queue_bytes", o.queue_bytes.as_ref().map(|v| v.span())),
         ("input_queue", o.input_queue.as_ref().map(|v| v.span())),
         ("tdp_delay", o.tdp_delay.as_ref().map(|v| v.span())),
+        ("tf_irq_latency", o.tf_irq_latency.as_ref().map(|v| v.span())),
+        ("tf_port_service", o.tf_port_service.as_ref().map(|v| v.span())),
     ]
     .into_iter()
     .find_map(|(k, s)| s.map(|s| (k, s)))
@@ -282,56 +284,21 @@ pub(super) fn router_spec(
             "add [tdp] with tf and tfs_per_tc",
         ));
     }
-    let d = |s: &Option<String>, sp: &Range<usize>, what: &str| -> Result<Duration, ScenarioError> {
-        let v = s.as_ref().ok_or_else(|| {
-            cx.err(
-                sp.clone(),
-                format!("processing distribution needs `{what}`"),
-                "e.g. processing = { dist = \"uniform\", min = \"5us\", max = \"40us\" }",
-            )
-        })?;
-        cx.dur_str_max(
-            v,
-            sp.clone(),
-            MAX_PROCESSING,
-            &format!("processing {what}"),
-            PROC_WHY,
-        )
-    };
     let processing = match &o.processing {
         None => ProcDist::Fixed(Duration::ZERO),
-        Some(p) => {
-            let sp = p.span();
-            match p.get_ref() {
-                raw::Processing::Fixed(s) => {
-                    ProcDist::Fixed(cx.dur_str_max(s, sp.clone(), MAX_PROCESSING, "processing", PROC_WHY)?)
-                }
-                raw::Processing::Dist(pd) => match pd.dist.as_str() {
-                    "uniform" => {
-                        let (lo, hi) = (d(&pd.min, &sp, "min")?, d(&pd.max, &sp, "max")?);
-                        if lo > hi {
-                            return Err(cx.err(sp, "processing min is above max", "swap min and max"));
-                        }
-                        ProcDist::Uniform(lo, hi)
-                    }
-                    "exp" => ProcDist::Exp {
-                        base: match &pd.base {
-                            Some(_) => d(&pd.base, &sp, "base")?,
-                            None => Duration::ZERO,
-                        },
-                        mean: d(&pd.mean, &sp, "mean")?,
-                    },
-                    other => {
-                        return Err(cx.err(
-                            sp,
-                            format!("unknown processing distribution `{other}`"),
-                            "use dist = \"uniform\" (min, max) or \"exp\" (base, mean)",
-                        ))
-                    }
-                },
-            }
-        }
+        Some(p) => dist(cx, p, "processing")?,
     };
+    let tf_irq_latency = o
+        .tf_irq_latency
+        .as_ref()
+        .map(|p| dist(cx, p, "tf_irq_latency"))
+        .transpose()?;
+    let tf_port_service = o
+        .tf_port_service
+        .as_ref()
+        .map(|v| cx.dur_str_max(v.get_ref(), v.span(), MAX_PROCESSING, "tf_port_service", PROC_WHY))
+        .transpose()?
+        .unwrap_or(Duration::ZERO);
     Ok(RouterSpec {
         scheduler,
         processing,
@@ -359,6 +326,8 @@ pub(super) fn router_spec(
             .map(|v| cx.int(v, 1, 10_000, "tdp_delay"))
             .transpose()?
             .unwrap_or(2),
+        tf_irq_latency,
+        tf_port_service,
         clock_offset_ns: o
             .clock_offset
             .as_ref()
@@ -390,6 +359,50 @@ pub(super) fn router_spec(
             }
             Some(v) => *v.get_ref(),
             None => 0.0,
+        },
+    })
+}
+
+/// A time distribution key (`processing`, `tf_irq_latency`): a duration,
+/// or `{ dist = "uniform", min, max }` or `{ dist = "exp", base, mean }`.
+fn dist(cx: &Ctx, p: &raw::S<raw::Processing>, key: &str) -> Result<ProcDist, ScenarioError> {
+    let sp = p.span();
+    let d = |s: &Option<String>, what: &str| -> Result<Duration, ScenarioError> {
+        let v = s.as_ref().ok_or_else(|| {
+            cx.err(
+                sp.clone(),
+                format!("{key} distribution needs `{what}`"),
+                format!("e.g. {key} = {{ dist = \"uniform\", min = \"5us\", max = \"40us\" }}"),
+            )
+        })?;
+        cx.dur_str_max(v, sp.clone(), MAX_PROCESSING, &format!("{key} {what}"), PROC_WHY)
+    };
+    Ok(match p.get_ref() {
+        raw::Processing::Fixed(s) => {
+            ProcDist::Fixed(cx.dur_str_max(s, sp.clone(), MAX_PROCESSING, key, PROC_WHY)?)
+        }
+        raw::Processing::Dist(pd) => match pd.dist.as_str() {
+            "uniform" => {
+                let (lo, hi) = (d(&pd.min, "min")?, d(&pd.max, "max")?);
+                if lo > hi {
+                    return Err(cx.err(sp, format!("{key} min is above max"), "swap min and max"));
+                }
+                ProcDist::Uniform(lo, hi)
+            }
+            "exp" => ProcDist::Exp {
+                base: match &pd.base {
+                    Some(_) => d(&pd.base, "base")?,
+                    None => Duration::ZERO,
+                },
+                mean: d(&pd.mean, "mean")?,
+            },
+            other => {
+                return Err(cx.err(
+                    sp,
+                    format!("unknown {key} distribution `{other}`"),
+                    "use dist = \"uniform\" (min, max) or \"exp\" (base, mean)",
+                ))
+            }
         },
     })
 }
