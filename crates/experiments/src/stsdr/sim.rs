@@ -717,11 +717,12 @@ pub(super) fn verdicts(n: &Numbers) -> Verdicts {
     v.figure("Table IV", "no-WFQ throughput", n.nowfq.1, n.nowfq.0, "kpps", TOL);
 
     let sds72 = n.sds.first().map_or(f64::NAN, |r| r.kpps);
-    if let Some((l, k, _)) = n.mds.first() {
+    let sds72_paper = n.sds.first().map_or(f64::NAN, |r| r.paper_kpps);
+    if let Some((l, k, p)) = n.mds.first() {
         v.claim(
             "Table III",
             &format!("M-DS (l = {l}) far above S-DS (T_br = 72 us)"),
-            "115.3 vs 12.8 kpps",
+            format!("{p:.1} vs {sds72_paper:.1} kpps ({:.1}x)", p / sds72_paper),
             format!("{k:.1} vs {sds72:.1} kpps ({:.1}x)", k / sds72),
             *k > sds72,
         );
@@ -735,7 +736,12 @@ pub(super) fn verdicts(n: &Numbers) -> Verdicts {
     v.claim(
         "Table III",
         "M-DS short of no WFQ at every l",
-        "115-151 kpps vs ~186",
+        format!(
+            "{:.1}-{:.1} kpps vs ~{:.0}",
+            n.mds.iter().map(|m| m.2).fold(f64::NAN, f64::min),
+            n.mds.iter().map(|m| m.2).fold(f64::NAN, f64::max),
+            n.nowfq.1
+        ),
         if short.is_empty() {
             format!("below {:.1} kpps at every l", n.nowfq.0)
         } else {
@@ -787,7 +793,11 @@ pub(super) fn verdicts(n: &Numbers) -> Verdicts {
     );
 
     for f in &n.fair {
-        let art = format!("Table {}", f.table);
+        // M-DS has no fairness table: §V-B says its fairness is S-DS's.
+        let art = match f.table.as_str() {
+            "III" => "§V-B".to_string(),
+            t => format!("Table {t}"),
+        };
         if f.table != "III" && f.sizes == "64 B" {
             for k in 0..3 {
                 let p = f.paper.get(2 * k + 1).copied().unwrap_or(f64::NAN);
@@ -848,9 +858,9 @@ pub(super) fn verdicts(n: &Numbers) -> Verdicts {
         "L-DS (l = 25): near-WFQ fairness at higher throughput",
         "high throughput and almost fair",
         format!(
-            "{:.1} kpps (M-DS {m25:.1}, S-DS {sds72:.1}); GPS lag {} near WFQ's",
+            "{:.1} kpps (M-DS {m25:.1}, S-DS {sds72:.1}); GPS lag {}near WFQ's",
             l25,
-            if fair_ok { "" } else { "not" }
+            if fair_ok { "" } else { "not " }
         ),
         fair_ok && l25 > m25 && l25 > sds72,
     );
