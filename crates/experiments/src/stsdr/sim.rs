@@ -16,7 +16,7 @@ use qosnet_scenario::Scenario;
 
 use super::SCENARIOS;
 use crate::run::{self, Job};
-use crate::RunOptions;
+use crate::{RunOptions, Verdicts};
 
 /// The simple IMIX (7 × 40, 4 × 576, 1 × 1500 IP bytes; Agilent/Spirent's
 /// "simple IMIX", the mix RFC 6985 §4 cites as the common default): the
@@ -108,7 +108,14 @@ fn worst_lag(rep: &FairnessReport) -> f64 {
     rep.classes.iter().map(|c| c.distributed_lag).fold(0.0, f64::max)
 }
 
-fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant, variable: &[u16]) -> Result<()> {
+fn print_fairness(
+    name: &str,
+    sc: &Scenario,
+    rounds: u64,
+    variant: Variant,
+    variable: &[u16],
+) -> Result<Vec<Fair>> {
+    let mut out = Vec::new();
     outln!(
         "\nTable {name}: bytes per class on OL_1 after {rounds} rounds, centralised WFQ vs {} (M = N = K = 3, equal weights, random ties, seed 1)",
         variant.name()
@@ -130,8 +137,20 @@ fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant, vari
         ("64", Sizes::Fixed(64)),
         ("variable", Sizes::Trace(variable.to_vec())),
     ] {
+        let max_packet = match &sizes {
+            Sizes::Fixed(b) => *b as f64,
+            _ => variable.iter().copied().max().unwrap_or(0) as f64,
+        };
         let rep = fairness(rounds, variant, sizes)?;
         let paper = paper_row(sc, name, key);
+        out.push(Fair::from_report(
+            name,
+            variant,
+            key,
+            &rep,
+            max_packet,
+            paper.clone(),
+        ));
         for (k, c) in rep.classes.iter().enumerate() {
             let diff =
                 100.0 * (c.distributed_bytes as f64 - c.central_bytes as f64) / c.central_bytes.max(1) as f64;
@@ -185,10 +204,10 @@ fn print_fairness(name: &str, sc: &Scenario, rounds: u64, variant: Variant, vari
             );
         }
     }
-    Ok(())
+    Ok(out)
 }
 
-pub(super) fn run(o: &RunOptions) -> Result<()> {
+pub(super) fn run(o: &RunOptions) -> Result<Verdicts> {
     // `rounds=N` is this experiment's own; the rest go to the scenarios.
     let mut rounds = 100_000u64;
     let mut sets = Vec::new();
@@ -316,11 +335,24 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         "paper out",
         "%"
     );
+    let mut n = Numbers {
+        rounds,
+        ..Numbers::default()
+    };
     for (i, tb) in tbr.iter().enumerate() {
         let x = &t[i];
         let key = tb.trim_end_matches("us");
         let p = paper_row(&base, "II", key);
         let g = |k: usize| p.get(k).copied().unwrap_or(f64::NAN);
+        n.sds.push(SdsRow {
+            t_br: tb.to_string(),
+            kpps: x.kpps,
+            output_pct: 100.0 * x.kpps / x.input_kpps.max(1e-9),
+            lost_ds_pct: x.lost_ds_pct,
+            paper_kpps: g(2) / 1e3,
+            paper_output_pct: g(3),
+            paper_lost_ds_pct: g(1),
+        });
         outln!(
             "{:>6} {:>11.1} {:>11.2} {:>11.2} {:>9.2} | {:>11.1} {:>9.2} {:>11.2} {:>9.2}",
             tb,
@@ -347,6 +379,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
     for (i, l) in mds_l.iter().enumerate() {
         let x = &t[3 + i];
         let p = paper_row(&mds, "III", &l.to_string());
+        n.mds.push((*l, x.kpps, p.first().copied().unwrap_or(f64::NAN)));
         outln!(
             "{:>4} {:>12.1} {:>11.2} {:>12.1}",
             l,
@@ -375,6 +408,7 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             .first()
             .copied()
             .unwrap_or(f64::NAN);
+        n.lds.push((*l, x.kpps, p));
         outln!(
             "{:>6} {:>12.1} {:>14.1} {:>12.1} {:>14.1}",
             l,
@@ -384,12 +418,19 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
             100.0 * p / 186.0
         );
     }
+    n.nowfq = (
+        nowfq.kpps,
+        paper_row(&lds, "IV", "nowfq")
+            .first()
+            .copied()
+            .unwrap_or(f64::NAN),
+    );
     outln!(
         "{:>6} {:>12.1} {:>14.1} {:>12.1} {:>14.1}",
         "no WFQ",
         nowfq.kpps,
         100.0,
-        186.0,
+        n.nowfq.1,
         100.0
     );
 
@@ -405,8 +446,36 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         }
         None => IMIX.to_vec(),
     };
-    print_fairness("I", &base, rounds, Variant::Sds, &variable)?;
-    print_fairness("V", &lds, rounds, Variant::Lds { packets: 25 }, &variable)?;
+    n.fair = print_fairness("I", &base, rounds, Variant::Sds, &variable)?;
+    n.fair.extend(print_fairness(
+        "V",
+        &lds,
+        rounds,
+        Variant::Lds { packets: 25 },
+        &variable,
+    )?);
+    // §V-B: M-DS "is a direct extension of S-DS", its fairness identical;
+    // the paper prints no table for it, so only its lag behind GPS is judged.
+    for (key, sizes) in [
+        ("64", Sizes::Fixed(64)),
+        ("variable", Sizes::Trace(variable.clone())),
+    ] {
+        let max_packet = match &sizes {
+            Sizes::Fixed(b) => *b as f64,
+            _ => variable.iter().copied().max().unwrap_or(0) as f64,
+        };
+        let v = Variant::Mds { slots: 25 };
+        let rep = fairness(rounds, v, sizes)?;
+        let f = Fair::from_report("III", v, key, &rep, max_packet, Vec::new());
+        outln!(
+            "M-DS l = 25, {}: worst lag behind GPS {:.0} B (centralised {:.0} B), largest byte difference from centralised {} B",
+            f.sizes,
+            f.dist_lag,
+            f.central_lag,
+            rep.max_diff_bytes()
+        );
+        n.fair.push(f);
+    }
 
     // Beyond the paper: what L-DS trades. Throughput from the simulator,
     // fairness as the largest per-class byte difference from centralised
@@ -458,6 +527,12 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         curve.push((l, x.kpps, diff, lag));
     }
     print_ds_loss(&runs[loss_base..tbr_base]);
+    // The DS-loss table's first run (L-DS, no loss) and its last (no WFQ),
+    // class 1 offered twice the others' load: who gets OL_1.
+    n.unequal = Some((
+        ol1_fairness(&runs[loss_base].1).0,
+        ol1_fairness(&runs[tbr_base - 1].1).0,
+    ));
     let tbr_curve = print_tbr(&runs[tbr_base..bulk_base]);
     print_bulk(&bulk, &runs[bulk_base..kill_at], rounds)?;
     print_kills(&runs[kill_at]);
@@ -468,7 +543,353 @@ pub(super) fn run(o: &RunOptions) -> Result<()> {
         plot(&path, &curve, &tbr_curve, nowfq.kpps).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         outln!("wrote {}", path.display());
     }
-    Ok(())
+    Ok(verdicts(&n))
+}
+
+/// One Table II row, qosnet's beside the paper's.
+#[derive(Clone, Debug, Default)]
+pub(super) struct SdsRow {
+    pub t_br: String,
+    pub kpps: f64,
+    pub output_pct: f64,
+    pub lost_ds_pct: f64,
+    pub paper_kpps: f64,
+    pub paper_output_pct: f64,
+    pub paper_lost_ds_pct: f64,
+}
+
+/// One scheduling-level fairness comparison (a row pair of Table I or V).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Fair {
+    /// "I", "V" (the paper's tables) or "III" (M-DS, no paper table).
+    pub table: String,
+    pub scheme: String,
+    /// "64 B" or "variable".
+    pub sizes: String,
+    /// Distributed bytes per class on OL_1, scaled to 10⁶ packets sent on it.
+    pub dist_bytes_1e6: [f64; 3],
+    /// Largest per-class |distributed − centralised|, bytes and % of centralised.
+    pub max_diff_bytes: f64,
+    pub max_diff_pct: f64,
+    /// Worst service lag behind the GPS fluid over the classes (bytes).
+    pub central_lag: f64,
+    pub dist_lag: f64,
+    /// The largest packet of the sizes: WFQ's own bound behind GPS.
+    pub max_packet: f64,
+    /// The paper's row: central_1, dist_1, central_2, dist_2, central_3, dist_3.
+    pub paper: Vec<f64>,
+}
+
+impl Fair {
+    fn from_report(
+        table: &str,
+        variant: Variant,
+        key: &str,
+        rep: &FairnessReport,
+        max_packet: f64,
+        paper: Vec<f64>,
+    ) -> Self {
+        // Per 10^6 packets on OL_1, the paper's horizon for both tables:
+        // its Table V ("~10^6 rounds" of 25-packet bursts) has Table I's
+        // bytes, so it counts packets sent, not scheduling cycles.
+        let pkts: u64 = rep.classes.iter().map(|c| c.distributed_pkts).sum();
+        let scale = 1e6 / pkts.max(1) as f64;
+        let mut dist = [0.0; 3];
+        for (d, c) in dist.iter_mut().zip(&rep.classes) {
+            *d = c.distributed_bytes as f64 * scale;
+        }
+        let max_diff_pct = rep
+            .classes
+            .iter()
+            .map(|c| 100.0 * c.diff_bytes() as f64 / c.central_bytes.max(1) as f64)
+            .fold(0.0, f64::max);
+        Fair {
+            table: table.into(),
+            scheme: match variant {
+                Variant::Mds { slots } => format!("M-DS l = {slots}"),
+                Variant::Lds { packets } => format!("L-DS l = {packets}"),
+                Variant::Sds => "S-DS".into(),
+                Variant::NoWfq => "no WFQ".into(),
+            },
+            sizes: if key == "64" {
+                "64 B".into()
+            } else {
+                "variable".into()
+            },
+            dist_bytes_1e6: dist,
+            max_diff_bytes: rep.max_diff_bytes() as f64,
+            max_diff_pct,
+            central_lag: rep.classes.iter().map(|c| c.central_lag).fold(0.0, f64::max),
+            dist_lag: worst_lag(rep),
+            max_packet,
+            paper,
+        }
+    }
+
+    /// Near-WFQ fairness: behind GPS by at most WFQ's own lag plus one
+    /// largest packet (WFQ's bound behind GPS is one packet, Parekh &
+    /// Gallager), i.e. the distribution costs at most one more packet.
+    fn near_wfq(&self) -> bool {
+        self.dist_lag <= self.central_lag + self.max_packet
+    }
+
+    /// The paper's largest per-class difference, % of centralised.
+    fn paper_max_diff_pct(&self) -> f64 {
+        self.paper
+            .chunks(2)
+            .filter_map(|p| match p {
+                [c, d] if *c > 0.0 => Some(100.0 * (d - c).abs() / c),
+                _ => None,
+            })
+            .fold(f64::NAN, f64::max)
+    }
+}
+
+/// What the verdicts are decided from: every figure of the run that the
+/// paper has a counterpart for.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Numbers {
+    pub rounds: u64,
+    pub sds: Vec<SdsRow>,
+    /// (l, kpps, paper kpps).
+    pub mds: Vec<(u32, f64, f64)>,
+    pub lds: Vec<(u32, f64, f64)>,
+    /// No WFQ's kpps and the paper's.
+    pub nowfq: (f64, f64),
+    pub fair: Vec<Fair>,
+    /// Shares (%) of OL_1's bytes per class with class 1 offered twice the
+    /// others' load: L-DS l = 25, then no WFQ.
+    pub unequal: Option<([f64; 3], [f64; 3])>,
+}
+
+/// The verdicts, from the run's numbers (the paper's tables give numbers,
+/// not plots: ±15 %).
+pub(super) fn verdicts(n: &Numbers) -> Verdicts {
+    const TOL: f64 = 0.15;
+    let mut v = Verdicts::default();
+    for r in &n.sds {
+        let what = |x: &str| format!("S-DS {x}, T_br = {}", r.t_br);
+        v.figure(
+            "Table II",
+            &what("output per forwarder"),
+            r.paper_kpps,
+            r.kpps,
+            "kpps",
+            TOL,
+        );
+        v.figure(
+            "Table II",
+            &what("output share of input"),
+            r.paper_output_pct,
+            r.output_pct,
+            "%",
+            TOL,
+        );
+        v.figure(
+            "Table II",
+            &what("DS frames lost"),
+            r.paper_lost_ds_pct,
+            r.lost_ds_pct,
+            "%",
+            TOL,
+        );
+    }
+    for (l, k, p) in &n.mds {
+        v.figure(
+            "Table III",
+            &format!("M-DS throughput, l = {l}"),
+            *p,
+            *k,
+            "kpps",
+            TOL,
+        );
+    }
+    for (l, k, p) in &n.lds {
+        v.figure(
+            "Table IV",
+            &format!("L-DS throughput, l = {l}"),
+            *p,
+            *k,
+            "kpps",
+            TOL,
+        );
+    }
+    v.figure("Table IV", "no-WFQ throughput", n.nowfq.1, n.nowfq.0, "kpps", TOL);
+
+    let sds72 = n.sds.first().map_or(f64::NAN, |r| r.kpps);
+    let sds72_paper = n.sds.first().map_or(f64::NAN, |r| r.paper_kpps);
+    if let Some((l, k, p)) = n.mds.first() {
+        v.claim(
+            "Table III",
+            &format!("M-DS (l = {l}) far above S-DS (T_br = 72 us)"),
+            format!("{p:.1} vs {sds72_paper:.1} kpps ({:.1}x)", p / sds72_paper),
+            format!("{k:.1} vs {sds72:.1} kpps ({:.1}x)", k / sds72),
+            *k > sds72,
+        );
+    }
+    let short: Vec<String> = n
+        .mds
+        .iter()
+        .filter(|(_, k, _)| *k >= n.nowfq.0)
+        .map(|(l, ..)| l.to_string())
+        .collect();
+    v.claim(
+        "Table III",
+        "M-DS short of no WFQ at every l",
+        format!(
+            "{:.1}-{:.1} kpps vs ~{:.0}",
+            n.mds.iter().map(|m| m.2).fold(f64::NAN, f64::min),
+            n.mds.iter().map(|m| m.2).fold(f64::NAN, f64::max),
+            n.nowfq.1
+        ),
+        if short.is_empty() {
+            format!("below {:.1} kpps at every l", n.nowfq.0)
+        } else {
+            format!("at or above no WFQ at l = {}", short.join(", "))
+        },
+        short.is_empty(),
+    );
+    let pairs: Vec<(u32, f64, f64)> = n
+        .lds
+        .iter()
+        .filter_map(|(l, k, _)| n.mds.iter().find(|m| m.0 == *l).map(|m| (*l, *k, m.1)))
+        .collect();
+    let worse: Vec<String> = pairs
+        .iter()
+        .filter(|(_, lk, mk)| lk <= mk)
+        .map(|(l, lk, mk)| format!("l = {l}: {lk:.1} vs {mk:.1}"))
+        .collect();
+    v.claim(
+        "Table IV",
+        "L-DS above M-DS for the same l",
+        "every l",
+        if worse.is_empty() {
+            format!(
+                "every l ({})",
+                pairs
+                    .iter()
+                    .map(|p| format!("{}", p.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            format!("not at {}", worse.join("; "))
+        },
+        !pairs.is_empty() && worse.is_empty(),
+    );
+    // "Almost the same throughput as no WFQ": the paper's evidence is its
+    // best L-DS row's share of its no-WFQ figure; qosnet's best beside it.
+    let best = |rows: &[(u32, f64, f64)], i: usize| {
+        rows.iter()
+            .map(|r| if i == 1 { r.1 } else { r.2 })
+            .fold(f64::NAN, f64::max)
+    };
+    v.at_least(
+        "Table IV",
+        "best L-DS row, % of no WFQ (paper's own share)",
+        100.0 * best(&n.lds, 2) / n.nowfq.1,
+        100.0 * best(&n.lds, 1) / n.nowfq.0,
+        "%",
+    );
+
+    for f in &n.fair {
+        // M-DS has no fairness table: §V-B says its fairness is S-DS's.
+        let art = match f.table.as_str() {
+            "III" => "§V-B".to_string(),
+            t => format!("Table {t}"),
+        };
+        if f.table != "III" && f.sizes == "64 B" {
+            for k in 0..3 {
+                let p = f.paper.get(2 * k + 1).copied().unwrap_or(f64::NAN);
+                v.figure(
+                    &art,
+                    &format!(
+                        "{} class {} bytes per 10^6 packets on OL_1, 64 B",
+                        f.scheme,
+                        k + 1
+                    ),
+                    p,
+                    f.dist_bytes_1e6[k],
+                    "B",
+                    TOL,
+                );
+            }
+        }
+        if f.table == "I" && f.sizes == "64 B" {
+            // §V-A: "a maximum of 256 bytes, i.e., four packets".
+            v.at_most(
+                &art,
+                "S-DS largest difference from centralised WFQ, 64 B",
+                256.0,
+                f.max_diff_bytes,
+                "B",
+            );
+        } else if f.table != "III" {
+            v.at_most(
+                &art,
+                &format!(
+                    "{} largest difference from centralised WFQ, {} (paper's table)",
+                    f.scheme, f.sizes
+                ),
+                f.paper_max_diff_pct(),
+                f.max_diff_pct,
+                "%",
+            );
+        }
+        v.claim(
+            &art,
+            &format!("{} near-WFQ fairness against GPS, {}", f.scheme, f.sizes),
+            "close to centralised WFQ",
+            format!(
+                "lag {:.0} B vs WFQ's {:.0} B + one {:.0} B packet",
+                f.dist_lag, f.central_lag, f.max_packet
+            ),
+            f.near_wfq(),
+        );
+    }
+    // The paper's conclusion (§V-B): L-DS "offers both high performance and
+    // almost fair bandwidth allocation".
+    let lds_fair: Vec<&Fair> = n.fair.iter().filter(|f| f.table == "V").collect();
+    let l25 = n.lds.iter().find(|r| r.0 == 25).map_or(f64::NAN, |r| r.1);
+    let m25 = n.mds.iter().find(|r| r.0 == 25).map_or(f64::NAN, |r| r.1);
+    let fair_ok = !lds_fair.is_empty() && lds_fair.iter().all(|f| f.near_wfq());
+    v.claim(
+        "§V-B",
+        "L-DS (l = 25): near-WFQ fairness at higher throughput",
+        "high throughput and almost fair",
+        format!(
+            "{:.1} kpps (M-DS {m25:.1}, S-DS {sds72:.1}); GPS lag {}near WFQ's",
+            l25,
+            if fair_ok { "" } else { "not " }
+        ),
+        fair_ok && l25 > m25 && l25 > sds72,
+    );
+    if let Some((lds, nowfq)) = n.unequal {
+        // Class 1 offered half the load: a scheduler that serves arrivals
+        // gives it nearer half of OL_1 than a third.
+        let nearer_half = |s: &[f64; 3]| (s[0] - 50.0).abs() < (s[0] - 100.0 / 3.0).abs();
+        v.claim(
+            "§V (no WFQ)",
+            "no WFQ unfair: class 1 offered 2x takes nearer half than a third",
+            "no fairness without WFQ",
+            format!("class 1 {:.1} % of OL_1", nowfq[0]),
+            nearer_half(&nowfq),
+        );
+        v.claim(
+            "§V-B",
+            "L-DS fair under the same load: class 1 nearer a third",
+            "almost fair bandwidth allocation",
+            format!("class 1 {:.1} % of OL_1", lds[0]),
+            !nearer_half(&lds),
+        );
+    }
+    v.note("all paper figures are read from its tables (not plots): ±15 %");
+    v.note(format!(
+        "Tables I and V: {} scheduling rounds, bytes per class scaled to the paper's 10^6 packets on OL_1 (its Table V's bytes equal Table I's: it counts packets, not L-DS cycles); variable-size bytes are not compared (the IMIX stands in for the paper's unpublished trace), only their difference from centralised WFQ",
+        n.rounds
+    ));
+    v.note("near-WFQ against GPS: worst lag behind the GPS fluid at most centralised WFQ's plus one largest packet");
+    v
 }
 
 /// The node-failure scenario (index into [`SCENARIOS`]).
@@ -826,4 +1247,93 @@ where
         )))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::Outcome;
+
+    fn fair(table: &str, scheme: &str, sizes: &str, dist_lag: f64) -> Fair {
+        let c = 21_333_312.0;
+        Fair {
+            table: table.into(),
+            scheme: scheme.into(),
+            sizes: sizes.into(),
+            dist_bytes_1e6: [c; 3],
+            max_diff_bytes: 64.0,
+            max_diff_pct: 0.0003,
+            central_lag: 43.0,
+            dist_lag,
+            max_packet: 64.0,
+            paper: vec![c, c + 32.0, c, c - 192.0, c, c + 64.0],
+        }
+    }
+
+    /// A run that matches the paper: 72 us S-DS, M-DS and L-DS at l = 25.
+    fn matching() -> Numbers {
+        Numbers {
+            rounds: 100_000,
+            sds: vec![SdsRow {
+                t_br: "72us".into(),
+                kpps: 12.9,
+                output_pct: 92.0,
+                lost_ds_pct: 2.2,
+                paper_kpps: 12.831,
+                paper_output_pct: 92.39,
+                paper_lost_ds_pct: 2.31,
+            }],
+            mds: vec![(25, 151.0, 150.6)],
+            lds: vec![(25, 175.0, 174.2), (100, 184.0, 183.1)],
+            nowfq: (186.0, 186.0),
+            fair: vec![
+                fair("I", "S-DS", "64 B", 43.0),
+                fair("V", "L-DS l = 25", "64 B", 60.0),
+            ],
+            unequal: Some(([33.4, 33.3, 33.3], [49.6, 24.4, 26.0])),
+        }
+    }
+
+    #[test]
+    fn a_run_like_the_papers_holds_everywhere() {
+        let v = verdicts(&matching());
+        let bad: Vec<_> = v
+            .rows
+            .iter()
+            .filter(|r| r.outcome != Outcome::Holds)
+            .map(|r| format!("{}: {} ({})", r.artefact, r.what, r.qosnet))
+            .collect();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert!(v
+            .rows
+            .iter()
+            .any(|r| r.what.contains("near-WFQ fairness at higher")));
+    }
+
+    #[test]
+    fn lds_far_behind_gps_and_a_fair_no_wfq_differ() {
+        let mut n = matching();
+        // L-DS 1 000 B behind GPS where WFQ is 43 B behind: more than a
+        // 64-byte packet beyond WFQ's lag.
+        n.fair[1].dist_lag = 1_000.0;
+        n.unequal = Some(([33.4, 33.3, 33.3], [34.0, 33.0, 33.0]));
+        n.mds[0].1 = 180.0;
+        let v = verdicts(&n);
+        let differs: Vec<&str> = v
+            .rows
+            .iter()
+            .filter(|r| r.outcome == Outcome::Differs)
+            .map(|r| r.what.as_str())
+            .collect();
+        assert_eq!(
+            differs,
+            [
+                "M-DS throughput, l = 25",
+                "L-DS above M-DS for the same l",
+                "L-DS l = 25 near-WFQ fairness against GPS, 64 B",
+                "L-DS (l = 25): near-WFQ fairness at higher throughput",
+                "no WFQ unfair: class 1 offered 2x takes nearer half than a third",
+            ]
+        );
+    }
 }
