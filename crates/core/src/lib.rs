@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arp;
+pub mod config;
 pub mod diffserv;
 pub mod flow;
 pub mod icmp;
@@ -26,5 +27,6 @@ pub mod time;
 pub mod traffic;
 pub mod wire;
 
+pub use config::{ConfigError, Fault};
 pub use packet::{Color, Framing, Meta, Packet};
 pub use time::{Duration, Instant};

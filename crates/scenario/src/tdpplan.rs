@@ -41,7 +41,7 @@ pub fn plan_checked(sc: &Scenario, net: &Network) -> Result<TdpPlan, (Option<usi
         .tdp
         .as_ref()
         .ok_or((None, "scenario has no [tdp] section".to_string()))?;
-    let ctr = Ctr::new(t.tf, t.tfs_per_tc, t.tcs_per_sc).map_err(|e| (None, e))?;
+    let ctr = Ctr::new(t.tf, t.tfs_per_tc, t.tcs_per_sc).map_err(|e| (None, e.to_string()))?;
     let tc_s = ctr.tc_len().as_secs_f64();
 
     // One planner link per router output port.

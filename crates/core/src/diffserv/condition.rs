@@ -256,7 +256,7 @@ fn validate(p: &Profile) -> Result<State, String> {
                 }
             }
             metered_shape("three-colour meter")?;
-            let wrap = |e: String| format!("profile `{n}`: {e}");
+            let wrap = |e: crate::config::ConfigError| format!("profile `{n}`: {e}");
             match *tcm {
                 Tcm::Sr { cir_bps, cbs, ebs } => {
                     if cir_bps == 0 || cbs == 0 {

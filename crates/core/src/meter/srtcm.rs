@@ -9,6 +9,7 @@
 //! only a green packet may take C tokens, only green or yellow may take E.
 
 use super::{earned, Bucket, Meter, UNITS_PER_BYTE};
+use crate::config::ConfigError;
 use crate::packet::Color;
 use crate::time::Instant;
 
@@ -24,9 +25,12 @@ impl SrTcm {
     /// `cir_bps` in bit/s (RFC 2697 states CIR in bytes of IP packets per
     /// second: multiply by 8); `cbs`, `ebs` in bytes, at least one > 0
     /// (§2). Both buckets start full.
-    pub fn new(cir_bps: u64, cbs: u64, ebs: u64) -> Result<Self, String> {
+    pub fn new(cir_bps: u64, cbs: u64, ebs: u64) -> Result<Self, ConfigError> {
         if cbs == 0 && ebs == 0 {
-            return Err("srTCM: at least one of CBS and EBS must be > 0 (RFC 2697 §2)".into());
+            return Err(ConfigError::zero(
+                "srTCM",
+                "at least one of CBS and EBS (RFC 2697 §2)",
+            ));
         }
         Ok(SrTcm {
             cir_bps,
@@ -97,7 +101,10 @@ mod tests {
 
     #[test]
     fn refuses_both_bursts_zero() {
-        assert!(SrTcm::new(8_000, 0, 0).unwrap_err().contains("RFC 2697"));
+        assert!(SrTcm::new(8_000, 0, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("RFC 2697"));
         assert!(SrTcm::new(8_000, 0, 10).is_ok());
     }
 

@@ -7,6 +7,7 @@
 //! says when a packet would conform, for `poll_at`-style wake-ups.
 
 use super::{earned, Bucket, Meter, UNITS_PER_BYTE};
+use crate::config::ConfigError;
 use crate::packet::Color;
 use crate::time::{Duration, Instant};
 
@@ -22,9 +23,9 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// `cir_bps` in bit/s (0 = a bucket that is never refilled), `cbs` in
     /// bytes, must be positive or nothing would ever conform.
-    pub fn new(cir_bps: u64, cbs: u64) -> Result<Self, String> {
+    pub fn new(cir_bps: u64, cbs: u64) -> Result<Self, ConfigError> {
         if cbs == 0 {
-            return Err("token bucket: CBS (burst) must be > 0 bytes".into());
+            return Err(ConfigError::zero("token bucket", "CBS (burst, bytes)"));
         }
         Ok(TokenBucket {
             cir_bps,
@@ -114,7 +115,10 @@ mod tests {
 
     #[test]
     fn refuses_zero_burst() {
-        assert!(TokenBucket::new(1_000, 0).unwrap_err().contains("CBS"));
+        assert!(TokenBucket::new(1_000, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("CBS"));
     }
 
     #[test]

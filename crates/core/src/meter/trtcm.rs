@@ -8,6 +8,7 @@
 //! red, a yellow one at best yellow.
 
 use super::{earned, Bucket, Meter, UNITS_PER_BYTE};
+use crate::config::ConfigError;
 use crate::packet::Color;
 use crate::time::Instant;
 
@@ -24,14 +25,18 @@ impl TrTcm {
     /// Rates in bit/s (RFC 2698 states them in bytes of IP packets per
     /// second: multiply by 8), bursts in bytes. RFC 2698 §2: PIR ≥ CIR and
     /// PBS, CBS > 0.
-    pub fn new(pir_bps: u64, pbs: u64, cir_bps: u64, cbs: u64) -> Result<Self, String> {
+    pub fn new(pir_bps: u64, pbs: u64, cir_bps: u64, cbs: u64) -> Result<Self, ConfigError> {
         if pir_bps < cir_bps {
-            return Err(format!(
-                "trTCM: PIR ({pir_bps} bit/s) must be >= CIR ({cir_bps} bit/s) (RFC 2698 §2)"
+            return Err(ConfigError::conflict(
+                "trTCM",
+                format!("PIR ({pir_bps} bit/s) must be >= CIR ({cir_bps} bit/s) (RFC 2698 §2)"),
             ));
         }
         if pbs == 0 || cbs == 0 {
-            return Err("trTCM: PBS and CBS must both be > 0 bytes (RFC 2698 §2)".into());
+            return Err(ConfigError::zero(
+                "trTCM",
+                "PBS and CBS, both (bytes, RFC 2698 §2)",
+            ));
         }
         Ok(TrTcm {
             pir_bps,
@@ -100,9 +105,17 @@ mod tests {
 
     #[test]
     fn refuses_bad_profiles() {
-        assert!(TrTcm::new(8_000, 1, 16_000, 1).unwrap_err().contains("PIR"));
-        assert!(TrTcm::new(8_000, 0, 8_000, 1).unwrap_err().contains("PBS"));
-        assert!(TrTcm::new(8_000, 1, 8_000, 0).unwrap_err().contains("CBS"));
+        assert!(
+            matches!(TrTcm::new(8_000, 1, 16_000, 1).unwrap_err().fault, crate::Fault::Conflict(s) if s.contains("PIR"))
+        );
+        assert!(TrTcm::new(8_000, 0, 8_000, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("PBS"));
+        assert!(TrTcm::new(8_000, 1, 8_000, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("CBS"));
     }
 
     #[test]

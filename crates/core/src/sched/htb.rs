@@ -23,6 +23,7 @@
 //! rather than per lending parent, there is no hysteresis or 60 s
 //! `mbuffer` cap. Tokens are exact integers in nano-bits (rate × Δt_ns).
 
+use crate::config::ConfigError;
 use std::collections::HashMap;
 
 use super::{DropReason, Dropped, Fifo, QueueStats, Scheduler};
@@ -198,15 +199,15 @@ pub struct Htb {
 const NOT_READY: u8 = u8::MAX;
 
 impl Htb {
-    pub fn new(conf: HtbConf) -> Result<Self, String> {
+    pub fn new(conf: HtbConf) -> Result<Self, ConfigError> {
         let cs = &conf.classes;
         if cs.is_empty() {
-            return Err("htb: no classes".into());
+            return Err(ConfigError::missing("htb", "no classes"));
         }
         let mut by_id = HashMap::new();
         for (i, c) in cs.iter().enumerate() {
             if by_id.insert(c.id, i).is_some() {
-                return Err(format!("htb: class {} defined twice", c.id));
+                return Err(ConfigError::duplicate("htb", format!("class {}", c.id)));
             }
         }
         let mut has_child = vec![false; cs.len()];
@@ -214,33 +215,37 @@ impl Htb {
         for (i, c) in cs.iter().enumerate() {
             let id = c.id;
             if c.rate_bps == 0 {
-                return Err(format!("htb: class {id} has rate 0"));
+                return Err(ConfigError::zero("htb", format!("class {id}'s rate")));
             }
             if c.ceil_bps < c.rate_bps {
-                return Err(format!(
-                    "htb: class {id} has ceil {} < rate {}",
-                    c.ceil_bps, c.rate_bps
+                return Err(ConfigError::conflict(
+                    "htb",
+                    format!("class {id} has ceil {} < rate {}", c.ceil_bps, c.rate_bps),
                 ));
             }
             if c.burst == 0 || c.cburst == 0 {
-                return Err(format!("htb: class {id} has a zero burst or cburst"));
+                return Err(ConfigError::zero("htb", format!("class {id}'s burst and cburst")));
             }
             if c.quantum == 0 {
-                return Err(format!("htb: class {id} has quantum 0"));
+                return Err(ConfigError::zero("htb", format!("class {id}'s quantum")));
             }
             if c.prio as usize >= HTB_PRIOS {
-                return Err(format!(
-                    "htb: class {id} has prio {} (max {})",
+                return Err(ConfigError::range(
+                    "htb",
+                    format!("class {id}'s prio"),
                     c.prio,
-                    HTB_PRIOS - 1
+                    format!("at most {}", HTB_PRIOS - 1),
                 ));
             }
             if let Some(p) = c.parent {
-                let &pi = by_id
-                    .get(&p)
-                    .ok_or_else(|| format!("htb: class {id} has unknown parent {p}"))?;
+                let &pi = by_id.get(&p).ok_or_else(|| {
+                    ConfigError::missing("htb", format!("class {id} has unknown parent {p}"))
+                })?;
                 if pi == i {
-                    return Err(format!("htb: class {id} is its own parent"));
+                    return Err(ConfigError::conflict(
+                        "htb",
+                        format!("class {id} is its own parent"),
+                    ));
                 }
                 has_child[pi] = true;
                 parent[i] = Some(pi);
@@ -252,9 +257,12 @@ impl Htb {
                 a = p;
                 depth += 1;
                 if depth > HTB_MAX_DEPTH {
-                    return Err(format!(
-                        "htb: class {} is in a parent cycle or deeper than {HTB_MAX_DEPTH} levels",
-                        c.id
+                    return Err(ConfigError::conflict(
+                        "htb",
+                        format!(
+                            "class {} is in a parent cycle or deeper than {HTB_MAX_DEPTH} levels",
+                            c.id
+                        ),
                     ));
                 }
             }
@@ -266,9 +274,9 @@ impl Htb {
                 None
             } else {
                 if c.limit_pkts == 0 || c.limit_bytes == 0 {
-                    return Err(format!(
-                        "htb: leaf class {} has a zero packet or byte limit",
-                        c.id
+                    return Err(ConfigError::zero(
+                        "htb",
+                        format!("leaf class {}'s packet and byte limits", c.id),
                     ));
                 }
                 leaves.push(i);
@@ -290,8 +298,18 @@ impl Htb {
             None => None,
             Some(d) => match by_id.get(&d) {
                 Some(&i) if nodes[i].q.is_some() => Some(i),
-                Some(_) => return Err(format!("htb: default class {d} is not a leaf")),
-                None => return Err(format!("htb: default class {d} does not exist")),
+                Some(_) => {
+                    return Err(ConfigError::conflict(
+                        "htb",
+                        format!("default class {d} is not a leaf"),
+                    ))
+                }
+                None => {
+                    return Err(ConfigError::missing(
+                        "htb",
+                        format!("default class {d} does not exist"),
+                    ))
+                }
             },
         };
         Ok(Htb {
@@ -556,19 +574,27 @@ mod tests {
     #[test]
     fn constructor_refuses_bad_trees() {
         let c = |id, parent| HtbClass::new(id, parent, MBIT, MBIT);
+        use crate::config::Fault;
         let e = |cs: Vec<HtbClass>| Htb::new(conf(cs)).err().unwrap();
-        assert!(e(vec![]).contains("no classes"));
-        assert!(e(vec![c(1, None), c(1, None)]).contains("twice"));
-        assert!(e(vec![c(1, Some(9))]).contains("unknown parent"));
-        assert!(e(vec![c(1, Some(1))]).contains("own parent"));
-        assert!(e(vec![c(1, Some(2)), c(2, Some(1))]).contains("cycle"));
-        assert!(e(vec![HtbClass::new(1, None, 2 * MBIT, MBIT)]).contains("ceil"));
-        assert!(e(vec![HtbClass::new(1, None, 0, MBIT)]).contains("rate 0"));
-        assert!(e(vec![c(1, None).prio(8)]).contains("prio"));
-        assert!(e(vec![c(1, None).quantum(0)]).contains("quantum 0"));
+        let says = |x: ConfigError, text: &str| x.component == "htb" && x.to_string().contains(text);
+        assert!(matches!(e(vec![]).fault, Fault::Missing(_)));
+        assert_eq!(
+            e(vec![c(1, None), c(1, None)]).fault,
+            Fault::Duplicate("class 1".into())
+        );
+        assert!(matches!(e(vec![c(1, Some(9))]).fault, Fault::Missing(s) if s.contains("unknown parent 9")));
+        assert!(matches!(e(vec![c(1, Some(1))]).fault, Fault::Conflict(s) if s.contains("own parent")));
+        assert!(says(e(vec![c(1, Some(2)), c(2, Some(1))]), "cycle"));
+        assert!(says(e(vec![HtbClass::new(1, None, 2 * MBIT, MBIT)]), "ceil"));
+        assert_eq!(
+            e(vec![HtbClass::new(1, None, 0, MBIT)]).fault,
+            Fault::Zero("class 1's rate".into())
+        );
+        assert!(matches!(e(vec![c(1, None).prio(8)]).fault, Fault::Range { .. }));
+        assert!(says(e(vec![c(1, None).quantum(0)]), "quantum must be > 0"));
         let mut cf = conf(vec![c(1, None), c(2, Some(1))]);
         cf.default_class = Some(1);
-        assert!(Htb::new(cf).err().unwrap().contains("not a leaf"));
+        assert!(says(Htb::new(cf).err().unwrap(), "not a leaf"));
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! bytes, probabilities in 1/2³², and randomness from a seeded
 //! [`SplitMix64`]; no OS randomness.
 
+use crate::config::ConfigError;
 use std::collections::VecDeque;
 
 use super::{DropReason, Dropped, QueueStats, Scheduler};
@@ -117,30 +118,40 @@ pub struct Red {
 }
 
 impl Red {
-    pub fn new(conf: RedConf) -> Result<Self, String> {
+    pub fn new(conf: RedConf) -> Result<Self, ConfigError> {
         if conf.limit_pkts == 0 || conf.limit_bytes == 0 {
-            return Err("red: zero packet or byte limit".into());
+            return Err(ConfigError::zero("red", "packet and byte limits"));
         }
         if conf.wq_log > 31 {
-            return Err(format!(
-                "red: wq_log {} too large (w_q = 2^-wq_log, at most 31)",
-                conf.wq_log
+            return Err(ConfigError::range(
+                "red",
+                "wq_log",
+                conf.wq_log,
+                "at most 31 (w_q = 2^-wq_log)",
             ));
         }
         if conf.link_bps == 0 || conf.avpkt == 0 {
-            return Err("red: link rate and avpkt must be > 0".into());
+            return Err(ConfigError::zero("red", "link rate and avpkt"));
         }
         let mut max_p_q32 = [0; 3];
         for (i, p) in conf.profiles.iter().enumerate() {
             let name = ["green", "yellow", "red"][i];
             if p.min_th >= p.max_th {
-                return Err(format!(
-                    "red: {name} profile needs min_th < max_th ({} >= {})",
-                    p.min_th, p.max_th
+                return Err(ConfigError::conflict(
+                    "red",
+                    format!(
+                        "{name} profile needs min_th < max_th ({} >= {})",
+                        p.min_th, p.max_th
+                    ),
                 ));
             }
             if !(p.max_p > 0.0 && p.max_p <= 1.0) {
-                return Err(format!("red: {name} profile max_p {} not in (0, 1]", p.max_p));
+                return Err(ConfigError::range(
+                    "red",
+                    format!("{name} profile max_p"),
+                    p.max_p,
+                    "in (0, 1]",
+                ));
             }
             max_p_q32[i] = (p.max_p * ONE_Q32 as f64).round() as u64;
         }
@@ -334,7 +345,7 @@ mod tests {
 
     #[test]
     fn refuses_bad_profiles() {
-        let e = |c: RedConf| Red::new(c).err().unwrap();
+        let e = |c: RedConf| Red::new(c).err().unwrap().to_string();
         assert!(e(RedConf::red(10, 10_000, prof(500, 500, 0.1), GBIT)).contains("min_th < max_th"));
         assert!(e(RedConf::red(10, 10_000, prof(100, 500, 0.0), GBIT)).contains("max_p"));
         assert!(e(RedConf::red(10, 10_000, prof(100, 500, 1.5), GBIT)).contains("max_p"));

@@ -18,6 +18,7 @@
 //! by a hash of the TF number, so a simulation replays bit for bit and
 //! every user of one router's CTR sees the same TF boundaries.
 
+use crate::config::ConfigError;
 use crate::node::cpu::{Draw, ProcDist};
 use crate::time::{Duration, Instant};
 
@@ -83,15 +84,15 @@ impl Draw for TfDraw {
 impl Ctr {
     /// A CTR with TFs of `tf`, `tfs_per_tc` TFs per TC and `tcs_per_sc` TCs
     /// per super cycle. All three must be non-zero.
-    pub fn new(tf: Duration, tfs_per_tc: u32, tcs_per_sc: u32) -> Result<Ctr, String> {
+    pub fn new(tf: Duration, tfs_per_tc: u32, tcs_per_sc: u32) -> Result<Ctr, ConfigError> {
         if tf.as_nanos() == 0 {
-            return Err("CTR: time frame length must be > 0 ns".into());
+            return Err(ConfigError::zero("CTR", "the time frame length (ns)"));
         }
         if tfs_per_tc == 0 {
-            return Err("CTR: a time cycle needs at least one time frame".into());
+            return Err(ConfigError::zero("CTR", "the time frames per time cycle"));
         }
         if tcs_per_sc == 0 {
-            return Err("CTR: a super cycle needs at least one time cycle".into());
+            return Err(ConfigError::zero("CTR", "the time cycles per super cycle"));
         }
         Ok(Ctr {
             tf,
@@ -206,6 +207,7 @@ pub fn stamp_bits(tos: u8) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Fault;
 
     fn testbed() -> Ctr {
         Ctr::new(Duration::from_micros(250), 60, 40).unwrap()
@@ -213,9 +215,13 @@ mod tests {
 
     #[test]
     fn rejects_zero_values() {
-        assert!(Ctr::new(Duration(0), 60, 40).unwrap_err().contains("time frame"));
-        assert!(Ctr::new(Duration(1), 0, 40).unwrap_err().contains("time cycle"));
-        assert!(Ctr::new(Duration(1), 60, 0).unwrap_err().contains("super cycle"));
+        let zero = |e: ConfigError| match e.fault {
+            Fault::Zero(p) => p,
+            f => panic!("{f:?}"),
+        };
+        assert!(zero(Ctr::new(Duration(0), 60, 40).unwrap_err()).contains("time frame length"));
+        assert!(zero(Ctr::new(Duration(1), 0, 40).unwrap_err()).contains("per time cycle"));
+        assert!(zero(Ctr::new(Duration(1), 60, 0).unwrap_err()).contains("per super cycle"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! the whole set ([`FairConf`], checked once for all three), and a
 //! snapshot of one queue's counters ([`QueueInfo`]).
 
+use crate::config::ConfigError;
 use crate::packet::Meta;
 
 /// Which metadata field selects a packet's queue in a fair scheduler
@@ -100,23 +101,32 @@ impl FairConf {
     }
 
     /// Checks the configuration; `what` names the scheduler in messages.
-    pub(crate) fn validate(&self, what: &str, share: &str) -> Result<(), String> {
+    pub(crate) fn validate(&self, what: &'static str, share: &str) -> Result<(), ConfigError> {
         if self.queues.is_empty() && self.default.is_none() {
-            return Err(format!("{what}: no queues configured and no default queue"));
+            return Err(ConfigError::missing(
+                what,
+                "no queues configured and no default queue",
+            ));
         }
-        let check = |name: String, q: &QueueConf| -> Result<(), String> {
+        let check = |name: String, q: &QueueConf| -> Result<(), ConfigError> {
             if q.weight == 0 {
-                return Err(format!("{what}: {name} has {share} 0; it would never be served"));
+                return Err(ConfigError::zero(
+                    what,
+                    format!("{name}'s {share} (0 would never be served)"),
+                ));
             }
             if q.limit_pkts == 0 || q.limit_bytes == 0 {
-                return Err(format!("{what}: {name} has a zero packet or byte limit"));
+                return Err(ConfigError::zero(
+                    what,
+                    format!("{name}'s packet and byte limits"),
+                ));
             }
             Ok(())
         };
         let mut seen = std::collections::HashSet::new();
         for (k, q) in &self.queues {
             if !seen.insert(*k) {
-                return Err(format!("{what}: queue {k} configured twice"));
+                return Err(ConfigError::duplicate(what, format!("queue {k}")));
             }
             check(format!("queue {k}"), q)?;
         }
@@ -124,7 +134,7 @@ impl FairConf {
             check("the default queue".into(), d)?;
         }
         if self.total_limit_pkts == 0 || self.total_limit_bytes == 0 {
-            return Err(format!("{what}: zero total packet or byte limit"));
+            return Err(ConfigError::zero(what, "the total packet and byte limits"));
         }
         Ok(())
     }

@@ -10,6 +10,7 @@
 //! Qᵢ ≥ the maximum packet size (smaller quanta are accepted, they only
 //! cost extra rounds).
 
+use crate::config::ConfigError;
 use std::collections::VecDeque;
 
 use super::conf::{FairConf, QueueInfo};
@@ -34,7 +35,7 @@ pub struct Drr {
 }
 
 impl Drr {
-    pub fn new(conf: FairConf) -> Result<Self, String> {
+    pub fn new(conf: FairConf) -> Result<Self, ConfigError> {
         conf.validate("drr", "quantum")?;
         Ok(Drr {
             q: Queues::new(&conf),

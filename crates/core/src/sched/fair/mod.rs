@@ -90,17 +90,20 @@ mod tests {
 
     #[test]
     fn constructor_refuses_bad_configs() {
+        use crate::config::Fault;
         let e = |c: FairConf| Wfq::new(c, ONE_BYTE_PER_NS).err().unwrap();
-        assert!(e(classes(&[1, 0])).contains("weight 0"));
-        assert!(e(FairConf::classes(vec![])).contains("no queues"));
-        assert!(e(FairConf::classes(vec![(1, big()), (1, big())])).contains("twice"));
-        assert!(e(FairConf::per_flow(QueueConf::new(1, 0, 10))).contains("zero"));
-        assert!(Wfq::new(classes(&[1]), 0).err().unwrap().contains("rate"));
-        assert!(Drr::new(classes(&[0])).err().unwrap().contains("quantum 0"));
-        assert!(Wf2q::new(classes(&[2, 0]), ONE_BYTE_PER_NS)
-            .err()
-            .unwrap()
-            .contains("weight 0"));
+        let zero = |x: crate::ConfigError, what: &str| matches!(&x.fault, Fault::Zero(p) if p.contains(what));
+        assert!(zero(e(classes(&[1, 0])), "weight"));
+        assert!(matches!(e(FairConf::classes(vec![])).fault, Fault::Missing(_)));
+        let twice = e(FairConf::classes(vec![(1, big()), (1, big())]));
+        assert_eq!(twice.to_string(), "wfq: queue 1 is given twice");
+        assert!(zero(e(FairConf::per_flow(QueueConf::new(1, 0, 10))), "limits"));
+        assert!(zero(Wfq::new(classes(&[1]), 0).err().unwrap(), "link rate"));
+        assert!(zero(Drr::new(classes(&[0])).err().unwrap(), "quantum"));
+        assert!(zero(
+            Wf2q::new(classes(&[2, 0]), ONE_BYTE_PER_NS).err().unwrap(),
+            "weight"
+        ));
     }
 
     fn fair(kind: usize, w: &[u32], limit_pkts: usize) -> Box<dyn Scheduler> {

@@ -40,6 +40,7 @@ use super::conf::{FairConf, QueueInfo};
 use super::heap::{KeyHeap, TagQueue, Tagged};
 use super::queues::Queues;
 use super::{div_rem, VT_PER_BYTE};
+use crate::config::ConfigError;
 use crate::packet::Packet;
 use crate::sched::{Dropped, QueueStats, Scheduler};
 use crate::time::Instant;
@@ -88,10 +89,10 @@ pub struct Wf2q {
 impl Wf2q {
     /// WF²Q+ on a link of `rate_bps` bit/s: the rate at which the driver
     /// sends what it dequeues, so V can count work as it is done.
-    pub fn new(conf: FairConf, rate_bps: u64) -> Result<Self, String> {
+    pub fn new(conf: FairConf, rate_bps: u64) -> Result<Self, ConfigError> {
         conf.validate("wf2q", "weight")?;
         if rate_bps == 0 {
-            return Err("wf2q: link rate must be > 0 bit/s".into());
+            return Err(ConfigError::zero("wf2q", "link rate (bit/s)"));
         }
         Ok(Wf2q {
             q: Queues::new(&conf),
@@ -368,7 +369,11 @@ mod tests {
 
     #[test]
     fn refuses_a_zero_rate() {
-        assert!(Wf2q::new(per_flow(), 0).err().unwrap().contains("rate"));
+        assert!(Wf2q::new(per_flow(), 0)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("rate"));
     }
 
     #[test]

@@ -33,6 +33,7 @@ use super::conf::{FairConf, QueueInfo};
 use super::heap::{GpsQueue, KeyHeap, TagQueue, Tagged};
 use super::queues::Queues;
 use super::{div_rem, VT_PER_BYTE};
+use crate::config::ConfigError;
 use crate::packet::Packet;
 use crate::sched::{Dropped, QueueStats, Scheduler};
 use crate::time::Instant;
@@ -71,10 +72,10 @@ pub struct Wfq {
 impl Wfq {
     /// WFQ on a link of `rate_bps` bit/s. The GPS reference runs at this
     /// rate, so it should be the rate the driver actually dequeues at.
-    pub fn new(conf: FairConf, rate_bps: u64) -> Result<Self, String> {
+    pub fn new(conf: FairConf, rate_bps: u64) -> Result<Self, ConfigError> {
         conf.validate("wfq", "weight")?;
         if rate_bps == 0 {
-            return Err("wfq: link rate must be > 0 bit/s".into());
+            return Err(ConfigError::zero("wfq", "link rate (bit/s)"));
         }
         Ok(Wfq {
             q: Queues::new(&conf),
